@@ -1,0 +1,74 @@
+# openreg — every target works alone on a fresh machine: it runs the steps before it when needed and
+# skips what is already installed or built.
+
+PYTHON      ?= python3
+BUILD_DIR   ?= build
+BUILD_TYPE  ?= RelWithDebInfo
+JOBS        ?= $(shell nproc)
+RESULTS_DIR ?= bench/results
+SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
+PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib
+
+CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
+
+.PHONY: deps build test test-cpp test-python test-sanitizers demo bench clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@$(PYTHON) -c "import torch; assert torch.__version__.split('+')[0] == '2.13.0'" 2>/dev/null || \
+	  { echo "deps: installing torch==2.13.0"; $(PYTHON) -m pip install -q torch==2.13.0; }
+	@$(PYTHON) -c "import pytest, numpy, matplotlib" 2>/dev/null || \
+	  { echo "deps: installing Python test/bench packages"; $(PYTHON) -m pip install -q $(filter-out torch%,$(PIP_PACKAGES)); }
+
+$(BUILD_DIR)/build.ninja: | deps
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+# The Python package is installed editable once per checkout; the compiled modules land in
+# python/torch_openreg/ where the editable install finds them.
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+	@here="$(CURDIR)/python/torch_openreg/__init__.py"; \
+	found=$$($(PYTHON) -c "import importlib.util as u; s = u.find_spec('torch_openreg'); print(s.origin if s else '')" 2>/dev/null); \
+	if [ "$$found" != "$$here" ]; then \
+	  echo "build: installing torch_openreg (editable) from $(CURDIR)"; \
+	  $(PYTHON) -m pip install -q --no-build-isolation --no-deps -e . ; \
+	fi
+
+test: build test-cpp test-python test-sanitizers
+
+test-cpp: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j 2
+
+test-python: build
+	$(PYTHON) -m pytest -q tests/python
+
+# The sim layer's tests again under ThreadSanitizer and AddressSanitizer (sim only: no torch needed).
+test-sanitizers: deps
+	@for san in thread address; do \
+	  dir=$(BUILD_DIR)-$$san; \
+	  [ -f $$dir/build.ninja ] || cmake -S . -B $$dir $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DOPENREG_SANITIZER=$$san -DOPENREG_BUILD_BACKEND=OFF -DOPENREG_BUILD_BENCHMARKS=OFF >/dev/null || exit 1; \
+	  cmake --build $$dir -j $(JOBS) || exit 1; \
+	  echo "== sim tests under $$san sanitizer"; \
+	  (cd $$dir && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/cpp/tsan.supp" \
+	    ASAN_OPTIONS="detect_leaks=1" ctest --output-on-failure -L sim -j 2) || exit 1; \
+	done
+
+demo: build
+	$(BUILD_DIR)/sim/overlap_demo
+
+bench: build
+	@mkdir -p $(RESULTS_DIR)
+	@for b in $(BUILD_DIR)/bench/*_bench; do \
+	  echo "== $$b"; \
+	  $$b --benchmark_out=$(RESULTS_DIR)/$$(basename $$b).json --benchmark_out_format=json || exit 1; \
+	done
+
+clean:
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-thread $(BUILD_DIR)-address

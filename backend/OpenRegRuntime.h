@@ -1,0 +1,61 @@
+#pragma once
+// The backend's view of the simulated runtime: device selection (per host thread, like CUDA), the
+// mapping between c10::Stream and sim::Stream, and the translation of sim errors into PyTorch errors.
+// Everything in backend/ reaches the sim layer through these functions.
+//
+// Thread-safety: every function may be called from any thread.
+
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+#include <openreg/sim/device.h>
+#include <openreg/sim/runtime.h>
+#include <openreg/sim/stream.h>
+
+namespace c10::openreg {
+
+//! Number of simulated devices; 0 if the runtime cannot start (bad configuration). Never throws.
+c10::DeviceIndex device_count() noexcept;
+
+//! Starts the runtime (reads OPENREG_* variables). Throws a c10 error naming a malformed variable.
+void init();
+
+//! Throws c10::IndexError / c10::TypeError-like errors for an index outside [0, device_count()),
+//! with a message like CUDA's ("Invalid device index: 3 (openreg has 2 devices)").
+void check_device_index(c10::DeviceIndex index);
+
+//! The calling thread's current device (0 until set_device is called on this thread).
+c10::DeviceIndex current_device();
+//! Sets the calling thread's current device (checked).
+void set_device(c10::DeviceIndex index);
+//! Sets the current device and returns the previous one (checked).
+c10::DeviceIndex exchange_device(c10::DeviceIndex index);
+
+//! The sim device (started on first use; checked).
+::openreg::sim::Device& sim_device(c10::DeviceIndex index);
+
+//! The calling thread's current stream on `index` (the default stream until changed).
+c10::Stream current_stream(c10::DeviceIndex index);
+//! Makes `stream` current for its device on the calling thread; returns the previous one.
+c10::Stream exchange_stream(c10::Stream stream);
+//! The device's default stream.
+c10::Stream default_stream(c10::DeviceIndex index);
+//! A stream from the device's pool (round robin, 32 per priority), like CUDA's getStreamFromPool.
+//! priority follows CUDA/torch: 0 is normal, negative is higher priority.
+c10::Stream stream_from_pool(c10::DeviceIndex index, int priority);
+
+//! The sim stream behind a c10::Stream of type PrivateUse1 (checked: wrong type, device, unknown id).
+::openreg::sim::Stream& sim_stream(const c10::Stream& stream);
+//! Shorthand for sim_stream(current_stream(index)).
+::openreg::sim::Stream& current_sim_stream(c10::DeviceIndex index);
+
+//! Runs `fn`, translating sim errors into PyTorch errors: OutOfMemoryError → c10::OutOfMemoryError,
+//! kInvalidDevice → c10::IndexError, kInvalidArgument/kInvalidStream/kInvalidEvent/kNotTimed/
+//! kNotRecorded → c10::ValueError or c10::Error, kConfig → c10::Error naming the variable,
+//! kWorkFailed → c10::Error with the item name.
+template <typename Fn>
+decltype(auto) translate_sim_errors(Fn&& fn);
+
+}  // namespace c10::openreg
+
+#include "OpenRegRuntimeInl.h"  // translate_sim_errors

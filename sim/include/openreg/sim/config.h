@@ -1,0 +1,36 @@
+#pragma once
+// Runtime configuration: fixed when a Runtime is constructed. Runtime::global() reads it from the
+// OPENREG_* environment variables once; tests construct Runtimes with explicit Configs.
+
+#include <cstdint>
+#include <string_view>
+
+namespace openreg::sim {
+
+//! copy_bandwidth value meaning "no limit": a copy takes only the time its memcpy takes.
+inline constexpr std::uint64_t kUnlimitedBandwidth = 0;
+//! compute_threads / memory_capacity value meaning "derive from the machine" (see Config::resolved).
+inline constexpr std::uint64_t kDerive = 0;
+
+//! Plain value type; not thread-safe to mutate while shared, safe to copy.
+struct Config {
+  int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..64
+  int compute_threads = kDerive;                        //!< OPENREG_COMPUTE_THREADS: threads of each device's arena
+  std::uint64_t memory_capacity = kDerive;              //!< OPENREG_MEMORY_CAPACITY: bytes per device
+  std::uint64_t copy_bandwidth = kUnlimitedBandwidth;   //!< OPENREG_COPY_BANDWIDTH: bytes/s per copy engine
+
+  //! Defaults overridden by the OPENREG_* environment variables, then resolved.
+  //! Throws ConfigError naming the variable when a value is malformed or out of range.
+  static Config from_env();
+
+  //! A copy with every kDerive field filled in and every field validated (throws ConfigError):
+  //! compute_threads = max(1, hardware cores / device_count), so devices together never oversubscribe;
+  //! memory_capacity = physical memory / (2 * device_count).
+  Config resolved() const;
+};
+
+//! Parses a byte count such as "1048576", "512K", "64MiB", "1.5G", "2GB" (K/M/G/T are powers of 1024;
+//! an optional "B" or "iB" suffix is accepted). Throws ConfigError naming `variable` when malformed.
+std::uint64_t parse_byte_size(std::string_view text, std::string_view variable);
+
+}  // namespace openreg::sim

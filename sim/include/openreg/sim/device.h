@@ -1,0 +1,49 @@
+#pragma once
+// Device: one simulated accelerator. Owns a oneTBB task arena (its compute units), a memory heap with a
+// capacity, copy engines, a default stream and the streams created on it. Created lazily by Runtime.
+// Thread-safety: all members may be called from any thread concurrently.
+
+#include <cstdint>
+#include <memory>
+
+#include "openreg/sim/memory.h"
+#include "openreg/sim/stream.h"
+
+namespace openreg::sim {
+
+class Runtime;
+
+class Device {
+ public:
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device();  // waits for all work, stops the copy engines
+
+  int index() const noexcept;                    //!< this device's index
+  int compute_threads() const noexcept;          //!< concurrency of its arena
+  std::uint64_t copy_bandwidth() const noexcept; //!< bytes/s per copy engine, or kUnlimitedBandwidth
+  Runtime& runtime() const noexcept;             //!< the runtime that owns it
+  DeviceMemory& memory() noexcept;               //!< its heap
+
+  //! The default stream (id kDefaultStreamId); lives as long as the device.
+  const std::shared_ptr<Stream>& default_stream() const noexcept;
+  //! Creates a new stream with a fresh id.
+  std::shared_ptr<Stream> create_stream(StreamPriority priority = StreamPriority::kNormal);
+  //! Looks a stream up by id; throws kInvalidStream for an unknown or destroyed id.
+  std::shared_ptr<Stream> stream(StreamId id) const;
+  //! Waits for the stream's work, then removes it: later use of the id, or enqueue through a kept
+  //! reference, throws kInvalidStream. Destroying the default stream throws kInvalidStream.
+  void destroy_stream(StreamId id);
+
+  //! Blocks until all work on all streams of this device has run; throws the first unreported
+  //! WorkFailed of any of its streams (after waiting for all of them).
+  void synchronize();
+
+  //! Runs `fn` on this device's compute threads and waits for it (for intra-op parallel kernels that
+  //! must use the device's threads, not the caller's). Exceptions propagate.
+  void execute(Task fn);
+
+  // --- implementation-defined below (constructor is for Runtime) ---
+};
+
+}  // namespace openreg::sim

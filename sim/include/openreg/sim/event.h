@@ -1,0 +1,48 @@
+#pragma once
+// Event: marks a point in a stream. Recording enqueues a marker; the event completes when the marker
+// runs. Streams on any device can wait on it; host threads can query or block on it.
+//
+// Thread-safety: every member function may be called from any thread concurrently. Streams keep a
+// reference to events they record or wait on, so dropping the last user reference is always safe.
+
+#include <cstdint>
+#include <memory>
+
+namespace openreg::sim {
+
+class Event {
+ public:
+  //! Creates an event; `timing` enables elapsed_ms (records then take a timestamp).
+  static std::shared_ptr<Event> create(bool timing = false);
+
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  //! Whether elapsed_ms is allowed.
+  bool timing() const noexcept;
+  //! Whether record() was ever called.
+  bool recorded() const noexcept;
+  //! Device of the most recent record, or kNoDevice if never recorded.
+  int device_index() const noexcept;
+  //! device_index() of an event that was never recorded.
+  static constexpr int kNoDevice = -1;
+
+  //! True when the most recent record has completed (or the event was never recorded).
+  //! Throws WorkFailed if an item before the record on its stream failed and that was not yet reported
+  //! through this event.
+  bool query();
+
+  //! Blocks until the most recent record completes (returns at once if never recorded); short spin,
+  //! then a futex wait. Throws like query().
+  void synchronize();
+
+  //! Milliseconds between this event's completed record and `end`'s. Throws kNotTimed if either was
+  //! created without timing, kNotRecorded if either was never recorded, kNotReady if either's record
+  //! has not completed yet (like cudaEventElapsedTime).
+  double elapsed_ms(const Event& end) const;
+
+  // --- implementation-defined below ---
+};
+
+}  // namespace openreg::sim

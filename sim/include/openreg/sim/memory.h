@@ -1,0 +1,31 @@
+#pragma once
+// DeviceMemory: the per-device heap. Allocations come from host memory but are owned and accounted per
+// device, with a capacity. Thread-safety: all members may be called from any thread concurrently.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace openreg::sim {
+
+class DeviceMemory {
+ public:
+  //! Alignment of every device allocation (and of pinned host allocations).
+  static constexpr std::size_t kAlignment = 256;
+
+  //! Allocates `bytes` (> 0) of device memory. Throws OutOfMemoryError when the capacity would be
+  //! exceeded. A zero-byte request returns nullptr and accounts nothing.
+  void* allocate(std::size_t bytes);
+  //! Frees an allocation of this device. Throws kInvalidPointer for nullptr-free (no-op, no throw),
+  //! foreign pointers, interior pointers and double frees — never undefined behaviour.
+  void free(void* ptr);
+
+  std::uint64_t allocated() const noexcept;          //!< bytes currently allocated
+  std::uint64_t peak() const noexcept;               //!< highest allocated() since start or reset_peak()
+  std::uint64_t capacity() const noexcept;           //!< configured capacity in bytes
+  std::uint64_t allocation_count() const noexcept;   //!< live allocations
+  void reset_peak() noexcept;                        //!< peak = allocated()
+
+  // --- implementation-defined below ---
+};
+
+}  // namespace openreg::sim

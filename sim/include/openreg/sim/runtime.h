@@ -1,0 +1,50 @@
+#pragma once
+// Runtime: the set of simulated devices of a process, plus pointer bookkeeping (which device owns an
+// address, which host memory is pinned). Devices are created lazily on first use.
+// Thread-safety: all members may be called from any thread concurrently.
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include "openreg/sim/config.h"
+#include "openreg/sim/device.h"
+
+namespace openreg::sim {
+
+class Runtime {
+ public:
+  //! A runtime with its own devices (tests use several). `config` is resolved (throws ConfigError).
+  explicit Runtime(const Config& config);
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+  ~Runtime();  // destroys the started devices (each waits for its work)
+
+  //! The process-wide runtime, configured from the environment on first call. A ConfigError is thrown
+  //! on that call and again on every later call (the runtime never starts with a bad configuration).
+  static Runtime& global();
+
+  const Config& config() const noexcept;  //!< resolved configuration
+  int device_count() const noexcept;      //!< config().device_count
+
+  //! The device, started on first use. Throws kInvalidDevice for an index outside [0, device_count).
+  Device& device(int index);
+  //! Whether device(index) has been started (for hasPrimaryContext); false for bad indices.
+  bool device_started(int index) const noexcept;
+  //! Synchronizes every started device.
+  void synchronize();
+
+  //! Index of the device whose memory contains `ptr` (interior pointers too), or nullopt.
+  std::optional<int> device_of(const void* ptr) const;
+
+  //! Allocates pinned (page-locked, simulated) host memory; zero bytes gives nullptr.
+  void* host_alloc_pinned(std::size_t bytes);
+  //! Frees pinned host memory; throws kInvalidPointer for foreign pointers or double frees.
+  void host_free_pinned(void* ptr);
+  //! Whether `ptr` lies inside a live pinned host allocation.
+  bool is_pinned(const void* ptr) const;
+
+  // --- implementation-defined below ---
+};
+
+}  // namespace openreg::sim

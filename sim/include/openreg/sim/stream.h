@@ -1,0 +1,92 @@
+#pragma once
+// Stream: an in-order asynchronous queue of work items on one device.
+//
+// Items of one stream run one at a time, in enqueue order; items of different streams may run at the
+// same time. A stream owns no thread: when work arrives at an idle stream it schedules itself on its
+// device's task arena, drains items and goes idle again. Copies run on the device's copy engines and
+// event waits park the stream (no worker thread is held while a stream waits).
+//
+// Thread-safety: every member function may be called from any host thread concurrently.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "openreg/sim/task.h"
+
+namespace openreg::sim {
+
+class Device;
+class Event;
+
+//! Identifies a stream within its device. Ids are never reused while the device lives.
+using StreamId = std::int64_t;
+//! Id of each device's default stream.
+inline constexpr StreamId kDefaultStreamId = 0;
+
+//! Scheduling priority: when both are ready, a device's threads take high-priority streams first.
+enum class StreamPriority : int {
+  kNormal = 0,  //!< the default
+  kHigh = 1,    //!< served before kNormal streams
+};
+
+//! What a work item is; shown in traces and error messages.
+enum class ItemKind : std::uint8_t { kKernel, kCopy, kHostCallback, kEventRecord, kEventWait };
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  //! This stream's id on its device.
+  StreamId id() const noexcept;
+  //! Index of the device this stream belongs to.
+  int device_index() const noexcept;
+  //! The device this stream belongs to.
+  Device& device() const noexcept;
+  //! Scheduling priority, fixed at creation.
+  StreamPriority priority() const noexcept;
+
+  //! Enqueues a kernel: `fn` runs on one of the device's compute threads after everything enqueued
+  //! before it. `name` must outlive the item (a literal, or a name interned with intern_name()).
+  //! An exception thrown by `fn` is kept and reported, with `name`, by the next query/synchronize of
+  //! this stream, of an event recorded after it, or of the device. Throws kInvalidStream if destroyed.
+  void launch(const char* name, Task fn);
+
+  //! Enqueues a copy of `bytes` bytes; runs on a copy engine of this stream's device, ordered with the
+  //! rest of the stream. The direction (host/device/peer) is derived from the pointers. With a copy
+  //! bandwidth configured it takes bytes/bandwidth of simulated time without burning a core.
+  //! Both ranges must stay valid until the copy has run.
+  void copy(void* dst, const void* src, std::size_t bytes, const char* name = "copy");
+
+  //! Enqueues a host callback: `fn` runs after everything enqueued before it. It must not block on
+  //! this stream (that would wait for itself).
+  void host_callback(const char* name, Task fn);
+
+  //! Enqueues a record of `event`: it completes when all work enqueued before it has run.
+  void record(const std::shared_ptr<Event>& event);
+
+  //! Makes all work enqueued after this call wait until the event's most recent record (at the time of
+  //! this call) completes. A no-op if the event was never recorded. Works across streams and devices.
+  void wait(const std::shared_ptr<Event>& event);
+
+  //! True when all enqueued work has run. Throws WorkFailed (once) if an item failed.
+  bool query();
+
+  //! Blocks until all work enqueued before the call has run (short spin, then a futex wait).
+  //! Throws WorkFailed (once) if an item failed; the stream keeps working afterwards.
+  void synchronize();
+
+  //! Number of items ever enqueued / completed (monotonic; for tests and stats).
+  std::uint64_t enqueued_count() const noexcept;
+  std::uint64_t completed_count() const noexcept;
+
+  // --- implementation-defined below (constructor is for Device) ---
+};
+
+//! Returns a pointer to a process-lifetime copy of `name`, equal strings giving the same pointer.
+//! For item names that are not literals (e.g. operator names). Thread-safe.
+const char* intern_name(const char* name);
+
+}  // namespace openreg::sim
