@@ -13,7 +13,7 @@ PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
 
-.PHONY: deps build test test-cpp test-python test-sanitizers demo bench clean
+.PHONY: deps build test test-cpp test-python test-sanitizers demo sim-demo bench stress clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -60,7 +60,13 @@ test-sanitizers: deps
 	    ASAN_OPTIONS="detect_leaks=1" ctest --output-on-failure -L sim -j 2) || exit 1; \
 	done
 
+# The main job: autoload, data-parallel training over two devices vs the CPU, the stream-overlap
+# benchmark and device timelines (bench/python/demo.py).
 demo: build
+	$(PYTHON) bench/python/demo.py
+
+# The sim layer alone: two streams overlapping and a bandwidth-limited copy, timed with events.
+sim-demo: build
 	$(BUILD_DIR)/sim/overlap_demo
 
 bench: build
@@ -69,6 +75,12 @@ bench: build
 	  echo "== $$b"; \
 	  $$b --benchmark_out=$(RESULTS_DIR)/$$(basename $$b).json --benchmark_out_format=json || exit 1; \
 	done
+	$(PYTHON) bench/python/overlap_bench.py --out $(RESULTS_DIR)/overlap_bench.json
+	@[ ! -f bench/python/ops_bench.py ] || $(PYTHON) bench/python/ops_bench.py
+
+# The long concurrency stress run (make test runs a short one).
+stress: build
+	$(PYTHON) bench/python/stress.py --threads 4 --seconds 120
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-thread $(BUILD_DIR)-address

@@ -12,6 +12,9 @@
 #include <openreg/sim/runtime.h>
 #include <openreg/sim/stream.h>
 
+#include <cstdint>
+#include <string>
+
 namespace c10::openreg {
 
 //! Number of simulated devices; 0 if the runtime cannot start (bad configuration). Never throws.
@@ -48,6 +51,19 @@ c10::Stream stream_from_pool(c10::DeviceIndex index, int priority);
 ::openreg::sim::Stream& sim_stream(const c10::Stream& stream);
 //! Shorthand for sim_stream(current_stream(index)).
 ::openreg::sim::Stream& current_sim_stream(c10::DeviceIndex index);
+
+//! Blocks until all work on every stream of the device has run (raises the first failed item).
+void synchronize_device(c10::DeviceIndex index);
+
+//! What torch.openreg.get_device_properties reports.
+struct DeviceProperties {
+  std::string name;                  //!< "openreg"
+  std::uint64_t total_memory;        //!< capacity in bytes
+  int multi_processor_count;         //!< compute threads of the device's arena
+  std::uint64_t copy_bandwidth;      //!< bytes/s per copy engine, 0 = unlimited
+};
+//! Properties of a device (checked; does not need the device to be started).
+DeviceProperties device_properties(c10::DeviceIndex index);
 
 //! Runs `fn`, translating sim errors into PyTorch errors: OutOfMemoryError → c10::OutOfMemoryError,
 //! kInvalidDevice → c10::IndexError, kInvalidArgument/kInvalidStream/kInvalidEvent/kNotTimed/

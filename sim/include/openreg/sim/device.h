@@ -7,11 +7,13 @@
 #include <memory>
 
 #include "openreg/sim/memory.h"
+#include "openreg/sim/task.h"
 #include "openreg/sim/stream.h"
 
 namespace openreg::sim {
 
 class Runtime;
+class CopyEngine;  // private to the library
 
 class Device {
  public:
@@ -44,6 +46,16 @@ class Device {
   void execute(Task fn);
 
   // --- implementation-defined below (constructor is for Runtime) ---
+ private:
+  friend class Runtime;
+  friend class Stream;
+  friend class CopyEngine;
+  struct State;
+  Device(Runtime& runtime, int index);
+  void schedule(Stream& stream);  // puts a stream that has work on its ready queue and wakes a worker
+  CopyEngine& copy_engine(bool inbound);  // host-to-device engine, or the one for all other copies
+
+  std::unique_ptr<State> s_;
 };
 
 }  // namespace openreg::sim

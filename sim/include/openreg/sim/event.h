@@ -10,6 +10,9 @@
 
 namespace openreg::sim {
 
+class Stream;
+struct WorkItem;  // private to the library
+
 class Event {
  public:
   //! Creates an event; `timing` enables elapsed_ms (records then take a timestamp).
@@ -43,6 +46,20 @@ class Event {
   double elapsed_ms(const Event& end) const;
 
   // --- implementation-defined below ---
+ private:
+  friend class Stream;
+  struct State;
+  explicit Event(bool timing);
+  // Runs as the record item `seq` of `stream`: marks it complete and resumes the streams it unblocks.
+  void complete_record(std::uint64_t seq, Stream& stream);
+  // For a wait item: true if record `seq` has completed; otherwise registers `stream` to be resumed
+  // with `item` when it does and returns false (the stream parks).
+  bool ready_or_park(std::uint64_t seq, Stream& stream, WorkItem* item);
+  std::uint64_t next_record_seq() noexcept;  // for Stream::record
+  std::uint64_t last_record_seq() const noexcept;  // for Stream::wait
+  void set_device(int index) noexcept;
+
+  std::unique_ptr<State> s_;
 };
 
 }  // namespace openreg::sim

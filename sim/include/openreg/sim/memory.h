@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace openreg::sim {
 
@@ -26,6 +27,16 @@ class DeviceMemory {
   void reset_peak() noexcept;                        //!< peak = allocated()
 
   // --- implementation-defined below ---
+  DeviceMemory(int device, std::uint64_t capacity);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  //! The [begin, end) of the live allocation containing `ptr`, or false. For Runtime::device_of and copies.
+  bool find(const void* ptr, std::uintptr_t* begin, std::uintptr_t* end) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 }  // namespace openreg::sim

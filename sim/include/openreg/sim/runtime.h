@@ -45,6 +45,9 @@ class Runtime {
   bool is_pinned(const void* ptr) const;
 
   // --- implementation-defined below ---
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 }  // namespace openreg::sim

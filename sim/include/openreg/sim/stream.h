@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "openreg/sim/task.h"
 
@@ -18,6 +19,8 @@ namespace openreg::sim {
 
 class Device;
 class Event;
+class CopyEngine;  // private to the library
+struct WorkItem;   // private to the library
 
 //! Identifies a stream within its device. Ids are never reused while the device lives.
 using StreamId = std::int64_t;
@@ -83,6 +86,25 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::uint64_t completed_count() const noexcept;
 
   // --- implementation-defined below (constructor is for Device) ---
+ private:
+  friend class Device;
+  friend class CopyEngine;
+  friend class Event;
+  struct State;
+
+  Stream(Device& device, StreamId id, StreamPriority priority);
+  void enqueue(WorkItem* item);     // hands a filled item to the queue; may schedule the stream
+  WorkItem* acquire_item();        // a recycled (or new) item; throws kInvalidStream if destroyed
+  void drain();                           // runs a batch; only the owner of the stream calls it
+  bool finish(WorkItem* item);     // completes the owned current item; false once ownership is released
+  void resume(WorkItem* item);     // completes a parked item and continues the stream
+  void wait_idle();                       // synchronize() without reporting errors
+  bool take_error(std::string* message);  // the unreported error, cleared; false if none
+  bool peek_error(std::string* message) const;  // the unreported error, kept; false if none
+  void run_task(WorkItem* item);          // a kernel or host callback, failures kept on the stream
+  void mark_destroyed() noexcept;
+
+  std::unique_ptr<State> s_;
 };
 
 //! Returns a pointer to a process-lifetime copy of `name`, equal strings giving the same pointer.

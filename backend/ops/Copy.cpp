@@ -1,0 +1,217 @@
+// Copies into, out of and between openreg devices (aten::_copy_from, which Tensor.copy_ calls when
+// either side is openreg), with CUDA's blocking rules:
+//  - CPU -> openreg and openreg -> CPU go through sim::Stream::copy on the device's current stream.
+//    With non_blocking=True and pinned host memory they return at once; otherwise they wait for the
+//    stream (a pageable host buffer may be reused by the caller as soon as copy_ returns).
+//  - openreg:i -> openreg:j runs on i's current stream after j's current stream reached the copy, and
+//    j's current stream waits for it; the host does not wait, as on CUDA.
+// Byte copies need both sides dense with the same layout, dtype and conj/neg bits; anything else is
+// staged (host temporaries for conversions, device kernels for strided gathers/scatters).
+
+#include "backend/OpenRegHostAllocator.h"
+#include "backend/OpenRegRuntime.h"
+#include "backend/ops/ExecuteAliases.h"
+#include "backend/ops/ExecuteThreads.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <torch/library.h>
+
+#include <openreg/sim/event.h>
+
+namespace at::openreg {
+
+namespace {
+
+namespace sim = ::openreg::sim;
+using c10::openreg::current_sim_stream;
+using c10::openreg::translate_sim_errors;
+
+bool is_openreg(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+bool has_lazy_bits(const at::Tensor& t) {
+  return t.is_conj() || t.is_neg();
+}
+
+// Whether `t` occupies exactly [data_ptr, data_ptr + nbytes) with no pending conj/neg: then its bytes
+// are its values and can be moved as one span.
+bool is_plain_dense(const at::Tensor& t) {
+  return t.is_non_overlapping_and_dense() && !has_lazy_bits(t);
+}
+
+// Whether copying src's bytes over dst's gives dst src's values.
+bool byte_copyable(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
+         is_plain_dense(src) && is_plain_dense(dst);
+}
+
+std::size_t span_bytes(const at::Tensor& t) {
+  return static_cast<std::size_t>(t.numel()) * t.element_size();
+}
+
+// Enqueues a byte copy of src's span over dst's span on `stream`, then a host callback that keeps both
+// tensors (and so their memory) alive until the copy ran.
+void enqueue_byte_copy(sim::Stream& stream, const at::Tensor& dst, const at::Tensor& src) {
+  TORCH_INTERNAL_ASSERT(byte_copyable(src, dst));
+  translate_sim_errors([&] {
+    stream.copy(dst.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), "openreg::copy");
+    stream.host_callback("openreg::copy_release", [dst, src] {});
+  });
+}
+
+// Enqueues a kernel on `stream` (of device `index`) that runs dst.copy_(src) on CPU aliases: handles
+// dtype conversion, strides, broadcasting and conj/neg bits.
+void enqueue_kernel_copy(sim::Stream& stream, c10::DeviceIndex index, const at::Tensor& dst, const at::Tensor& src) {
+  const int threads = stream.device().compute_threads();
+  // Aliases are made now (metadata as of enqueue, see fill_ in Factory.cpp); one converter, so an
+  // overlapping src and dst keep sharing memory, as on CPU. The real tensors keep the memory alive.
+  AliasConverter aliases(AliasTarget::kCpu);
+  at::Tensor cpu_dst = aliases.convert(dst);
+  at::Tensor cpu_src = aliases.convert(src);
+  translate_sim_errors([&] {
+    stream.launch("aten::copy_", [dst, src, cpu_dst, cpu_src, index, threads]() mutable {
+      IntraOpThreadsScope scope(index, threads);
+      cpu_dst.copy_(cpu_src);
+    });
+  });
+}
+
+void wait_for(sim::Stream& stream) {
+  translate_sim_errors([&] { stream.synchronize(); });
+}
+
+bool is_pinned(const at::Tensor& host) {
+  return c10::openreg::is_pinned_ptr(host.const_data_ptr());
+}
+
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const c10::DeviceIndex index = dst.device().index();
+  sim::Stream& stream = current_sim_stream(index);
+  if (byte_copyable(src, dst)) {
+    enqueue_byte_copy(stream, dst, src);
+    if (!(non_blocking && is_pinned(src))) {
+      wait_for(stream);
+    }
+    return;
+  }
+  // Convert on the host into dst's layout (or a contiguous one), then move bytes.
+  const bool dst_plain = is_plain_dense(dst);
+  at::Tensor host = dst_plain ? at::empty_strided(dst.sizes(), dst.strides(), src.options().dtype(dst.scalar_type()))
+                              : at::empty(dst.sizes(), src.options().dtype(dst.scalar_type()));
+  host.copy_(src);
+  if (dst_plain) {
+    enqueue_byte_copy(stream, dst, host);
+  } else {
+    at::Tensor staging = at::empty(dst.sizes(), dst.options());
+    enqueue_byte_copy(stream, staging, host);
+    enqueue_kernel_copy(stream, index, dst, staging);
+  }
+  wait_for(stream);
+}
+
+void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const c10::DeviceIndex index = src.device().index();
+  sim::Stream& stream = current_sim_stream(index);
+  if (byte_copyable(src, dst)) {
+    enqueue_byte_copy(stream, dst, src);
+    if (!(non_blocking && is_pinned(dst))) {
+      wait_for(stream);
+    }
+    return;
+  }
+  // Make the device side plain and dense (a gather kernel if needed), move its bytes to a host
+  // temporary, then let the CPU convert into dst.
+  at::Tensor dense = src;
+  if (!is_plain_dense(src)) {
+    dense = at::empty(src.sizes(), src.options());
+    enqueue_kernel_copy(stream, index, dense, src);
+  }
+  at::Tensor host = at::empty_strided(dense.sizes(), dense.strides(), dst.options().dtype(dense.scalar_type()));
+  enqueue_byte_copy(stream, host, dense);
+  wait_for(stream);
+  dst.copy_(host);
+}
+
+void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
+  const c10::DeviceIndex src_index = src.device().index();
+  const c10::DeviceIndex dst_index = dst.device().index();
+  sim::Stream& src_stream = current_sim_stream(src_index);
+  if (src_index == dst_index) {
+    if (byte_copyable(src, dst)) {
+      enqueue_byte_copy(src_stream, dst, src);
+    } else {
+      enqueue_kernel_copy(src_stream, src_index, dst, src);
+    }
+    return;
+  }
+  sim::Stream& dst_stream = current_sim_stream(dst_index);
+  // The peer copy moves plain dense bytes; gather on the source device and scatter on the destination
+  // device when the layouts need it.
+  at::Tensor from = src;
+  if (!is_plain_dense(src)) {
+    from = at::empty(src.sizes(), src.options());
+    enqueue_kernel_copy(src_stream, src_index, from, src);
+  }
+  at::Tensor to = byte_copyable(from, dst)
+                      ? dst
+                      : at::empty_strided(from.sizes(), from.strides(), dst.options().dtype(from.scalar_type()));
+  translate_sim_errors([&] {
+    // Like CUDA: the copy runs on the source's current stream, after the destination's current stream
+    // reached this point (earlier readers/writers of dst are done) ...
+    auto dst_ready = sim::Event::create();
+    dst_stream.record(dst_ready);
+    src_stream.wait(dst_ready);
+  });
+  enqueue_byte_copy(src_stream, to, from);
+  translate_sim_errors([&] {
+    // ... and work enqueued later on the destination's current stream sees the copied bytes.
+    auto copied = sim::Event::create();
+    src_stream.record(copied);
+    dst_stream.wait(copied);
+  });
+  if (!to.is_same(dst)) {
+    enqueue_kernel_copy(dst_stream, dst_index, dst, to);
+  }
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const at::Tensor& src = self;  // the schema names the source `self`
+  TORCH_CHECK(src.layout() == c10::Layout::Strided && dst.layout() == c10::Layout::Strided,
+              "openreg: copy_ supports only strided tensors, got ", src.layout(), " -> ", dst.layout());
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  at::assert_no_internal_overlap(dst);
+  // copy_ broadcasts the source to the destination's shape.
+  const at::Tensor from = src.sizes() == dst.sizes() ? src : src.expand_as(dst);
+  if (is_openreg(dst) && from.device().is_cpu()) {
+    copy_host_to_device(from, dst, non_blocking);
+  } else if (is_openreg(from) && dst.device().is_cpu()) {
+    copy_device_to_host(from, dst, non_blocking);
+  } else if (is_openreg(from) && is_openreg(dst)) {
+    copy_device_to_device(from, dst);
+  } else {
+    TORCH_CHECK(false, "openreg: cannot copy from ", src.device(), " to ", dst.device());
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, /*non_blocking=*/false);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+}  // namespace at::openreg

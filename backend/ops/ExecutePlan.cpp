@@ -1,0 +1,208 @@
+#include "backend/ops/ExecutePlan.h"
+
+#include <ATen/core/enum_tag.h>
+#include <ATen/core/jit_type.h>
+
+#include <openreg/sim/stream.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace at::openreg {
+namespace {
+
+bool is_tensor(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::TensorType; }
+
+//! The element type of an Optional, or the type itself.
+c10::TypePtr unwrap_optional(const c10::TypePtr& t, bool* optional) {
+  if (auto opt = t->cast<c10::OptionalType>()) {
+    *optional = true;
+    return opt->getElementType();
+  }
+  *optional = false;
+  return t;
+}
+
+ArgPlan classify_argument(const c10::Argument& a) {
+  ArgPlan plan;
+  plan.written = a.alias_info() != nullptr && a.alias_info()->isWrite();
+  auto type = unwrap_optional(a.type(), &plan.optional);
+  if (is_tensor(type)) {
+    plan.kind = ArgKind::kTensor;
+  } else if (auto list = type->cast<c10::ListType>()) {
+    bool element_optional = false;
+    auto element = unwrap_optional(list->getElementType(), &element_optional);
+    if (is_tensor(element)) {
+      plan.kind = element_optional ? ArgKind::kOptionalTensorList : ArgKind::kTensorList;
+    }
+  } else if (type->kind() == c10::TypeKind::GeneratorType) {
+    plan.kind = ArgKind::kGenerator;
+  } else if (type->kind() == c10::TypeKind::DeviceObjType) {
+    plan.kind = ArgKind::kDevice;
+  }
+  return plan;
+}
+
+bool shares_alias_set(const c10::AliasInfo& a, const c10::AliasInfo& b) {
+  for (const auto& s : a.beforeSets()) {
+    if (b.beforeSets().count(s) != 0) return true;
+  }
+  return false;
+}
+
+ReturnPlan classify_return(const c10::FunctionSchema& schema, const c10::Argument& r) {
+  ReturnPlan plan;
+  bool optional = false;
+  auto type = unwrap_optional(r.type(), &optional);
+  if (auto list = type->cast<c10::ListType>()) {
+    plan.is_list = is_tensor(list->getElementType());
+    if (!plan.is_list) plan.kind = ReturnKind::kNonTensor;
+  } else if (!is_tensor(type)) {
+    plan.kind = ReturnKind::kNonTensor;
+  }
+  if (plan.kind == ReturnKind::kNonTensor || r.alias_info() == nullptr) return plan;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr && shares_alias_set(*r.alias_info(), *args[i].alias_info())) {
+      plan.arg = static_cast<int>(i);
+      plan.kind = r.alias_info()->isWrite() ? ReturnKind::kWrittenArg : ReturnKind::kViewOfArg;
+      return plan;
+    }
+  }
+  // An alias annotation that matches no argument (wildcards): treat as a view we cannot place.
+  plan.kind = ReturnKind::kNonTensor;
+  return plan;
+}
+
+// Ops whose output shape, or whose success, depends on the data: the host must wait for the data.
+// The schema tags cover most of them; these names cover the rest.
+bool is_data_dependent(const c10::OperatorHandle& op) {
+  if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output)) {
+    return true;
+  }
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::nonzero",          "aten::nonzero_numpy",        "aten::masked_select",
+      "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::_unique",
+      "aten::_unique2",         "aten::unique_dim",           "aten::bincount",
+      "aten::repeat_interleave", "aten::_assert_async",       "aten::_linalg_check_errors",
+      "aten::_local_scalar_dense", "aten::equal",             "aten::is_nonzero",
+      "aten::allclose",         "aten::histogram",            "aten::histogramdd",
+      "aten::_histogramdd_bin_edges", "aten::_histogramdd_from_bin_cts",
+      "aten::_histogramdd_from_bin_tensors", "aten::_assert_scalar",
+      "aten::_functional_assert_async", "aten::_print", "aten::_ctc_loss", "aten::_ctc_loss_backward",
+  };
+  return kNames.count(op.operator_name().name) != 0;
+}
+
+// Every overload name of every operator, grouped by operator name; built once (the registry only
+// grows at library load, and the out= overloads of aten ops exist from the start).
+const std::vector<c10::OperatorName>& overloads_of(const std::string& name) {
+  static const auto* table = [] {
+    auto* t = new std::unordered_map<std::string, std::vector<c10::OperatorName>>();
+    for (auto& n : c10::Dispatcher::singleton().getAllOpNames()) (*t)[n.name].push_back(n);
+    return t;
+  }();
+  static const std::vector<c10::OperatorName> kNone;
+  auto it = table->find(name);
+  return it == table->end() ? kNone : it->second;
+}
+
+// True when `out` is `functional` plus one trailing written Tensor per return, with the same leading
+// arguments (names and types), e.g. add.Tensor and add.out.
+bool is_out_variant(const c10::FunctionSchema& functional, const c10::FunctionSchema& out) {
+  const auto& fa = functional.arguments();
+  const auto& oa = out.arguments();
+  const size_t n = fa.size();
+  const size_t k = functional.returns().size();
+  if (oa.size() != n + k || out.returns().size() != k) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (fa[i].name() != oa[i].name() || *fa[i].type() != *oa[i].type()) return false;
+    if (oa[i].alias_info() != nullptr) return false;
+  }
+  for (size_t j = n; j < n + k; ++j) {
+    if (!is_tensor(oa[j].type()) || oa[j].alias_info() == nullptr || !oa[j].alias_info()->isWrite()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& op, const ExecutePlan& plan) {
+  if (plan.returns.empty()) return std::nullopt;
+  for (const auto& r : plan.returns) {
+    if (r.kind != ReturnKind::kFresh || r.is_list) return std::nullopt;
+  }
+  for (const auto& name : overloads_of(op.operator_name().name)) {
+    if (name.overload_name == op.operator_name().overload_name) continue;
+    auto candidate = c10::Dispatcher::singleton().findSchema(name);
+    if (!candidate || !is_out_variant(op.schema(), candidate->schema())) continue;
+    // Only worth it when CPU has a kernel for the out= form (a kernel or a composite one).
+    if (!candidate->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    return candidate;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<ExecutePlan> build_plan(const c10::OperatorHandle& op) {
+  auto plan = std::make_unique<ExecutePlan>();
+  const auto& schema = op.schema();
+  plan->name = ::openreg::sim::intern_name(c10::toString(op.operator_name()).c_str());
+  for (const auto& a : schema.arguments()) {
+    plan->args.push_back(classify_argument(a));
+    if (plan->args.back().kind == ArgKind::kGenerator) {
+      plan->generator_arg = static_cast<int>(plan->args.size() - 1);
+    }
+    plan->writes = plan->writes || plan->args.back().written;
+  }
+  for (const auto& r : schema.returns()) {
+    plan->returns.push_back(classify_return(schema, r));
+    if (plan->returns.back().kind == ReturnKind::kNonTensor) plan->sync_only = true;
+  }
+  plan->random = plan->generator_arg >= 0 || op.hasTag(at::Tag::nondeterministic_seeded);
+  if (is_data_dependent(op)) plan->sync_only = true;
+  if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
+  if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);
+  return plan;
+}
+
+struct Cached {
+  c10::OperatorName name;
+  const ExecutePlan* plan;
+};
+
+}  // namespace
+
+const ExecutePlan& plan_for(const c10::OperatorHandle& op) {
+  // Keyed by the operator's schema object, whose address is fixed while the operator is registered;
+  // the name check guards against an address reused by an operator registered after another was
+  // removed (Python-defined libraries can be torn down).
+  const void* key = &op.schema();
+  thread_local std::unordered_map<const void*, Cached> local;  // no lock on the hot path
+  auto it = local.find(key);
+  if (it != local.end() && it->second.name == op.operator_name()) return *it->second.plan;
+
+  static std::mutex mutex;
+  static auto* plans = new std::vector<std::unique_ptr<ExecutePlan>>();  // never freed: plans are
+                                                                        // referenced from work items
+  static auto* shared = new std::unordered_map<const void*, Cached>();
+  const ExecutePlan* plan = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto s = shared->find(key);
+    if (s != shared->end() && s->second.name == op.operator_name()) {
+      plan = s->second.plan;
+    } else {
+      plans->push_back(build_plan(op));
+      plan = plans->back().get();
+      shared->insert_or_assign(key, Cached{op.operator_name(), plan});
+    }
+  }
+  local.insert_or_assign(key, Cached{op.operator_name(), plan});
+  return *plan;
+}
+
+}  // namespace at::openreg

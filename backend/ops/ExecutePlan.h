@@ -1,0 +1,68 @@
+#pragma once
+// ExecutePlan: what the general op fallback needs to know about an operator, derived once from its
+// schema and cached per operator (see Note [Op execution on openreg] in Fallback.cpp).
+//
+// Thread-safety: plan_for() may be called from any thread; a returned plan is immutable and lives as
+// long as the process.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace at::openreg {
+
+//! How the fallback treats one argument of the schema.
+enum class ArgKind : std::uint8_t {
+  kOther,               //!< not a tensor: passed through unchanged
+  kTensor,              //!< Tensor or Tensor?
+  kTensorList,          //!< Tensor[]
+  kOptionalTensorList,  //!< Tensor?[] (index lists: CPU tensors allowed here, like CUDA)
+  kGenerator,           //!< Generator?: replaced by a seeded CPU generator
+  kDevice,              //!< Device?: openreg devices become Meta / CPU for the kernels
+};
+
+//! One argument of the schema.
+struct ArgPlan {
+  ArgKind kind = ArgKind::kOther;
+  bool written = false;   //!< alias annotation with '!': in-place self or out=
+  bool optional = false;  //!< the type accepts None
+};
+
+//! How one return value relates to the arguments.
+enum class ReturnKind : std::uint8_t {
+  kFresh,       //!< a new tensor (or Tensor[]): allocated on the device before the kernel runs
+  kWrittenArg,  //!< the written argument `arg` itself (in-place / out=)
+  kViewOfArg,   //!< a view of argument `arg`: metadata only, never enqueued
+  kNonTensor,   //!< a bool/int/float/list...: the op must run synchronously
+};
+
+//! One return of the schema.
+struct ReturnPlan {
+  ReturnKind kind = ReturnKind::kFresh;
+  int arg = -1;          //!< argument index for kWrittenArg / kViewOfArg
+  bool is_list = false;  //!< Tensor[] rather than Tensor
+};
+
+//! Everything the fallback derives from a schema.
+struct ExecutePlan {
+  const char* name = nullptr;  //!< interned "aten::add.Tensor", the work item's name
+  std::vector<ArgPlan> args;
+  std::vector<ReturnPlan> returns;
+  //! Run on the calling thread after synchronizing: non-tensor returns, data-dependent output shapes,
+  //! ops that read their data to decide (asserts), or no Meta kernel to compute output metadata.
+  bool sync_only = false;
+  bool random = false;        //!< takes a Generator or is tagged nondeterministic_seeded
+  int generator_arg = -1;     //!< index of the Generator? argument, or -1
+  bool writes = false;        //!< some argument is written
+  //! For functional ops (every return kFresh and a plain Tensor): the out= overload whose arguments
+  //! are this op's arguments followed by one out tensor per return, so the kernel writes straight into
+  //! the preallocated outputs.
+  std::optional<c10::OperatorHandle> out_op;
+};
+
+//! The plan of `op` (built on first use, then cached).
+const ExecutePlan& plan_for(const c10::OperatorHandle& op);
+
+}  // namespace at::openreg

@@ -1,0 +1,59 @@
+#include "backend/ops/ExecuteThreads.h"
+
+#include <ATen/Parallel.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+
+namespace at::openreg {
+namespace {
+
+constexpr int kMaxDevices = 64;  // the sim's limit on OPENREG_DEVICE_COUNT
+
+// Kernels currently running per device. Relaxed: the count only sizes thread shares, it orders no
+// memory, and a momentarily stale value merely gives one kernel a slightly different share.
+std::atomic<int> g_running[kMaxDevices];
+
+using SetThreadsFn = void (*)(int);
+// MKL_Set_Num_Threads_Local is the C entry point (mkl_set_num_threads_local is a macro for it; the
+// exported lowercase symbol is the Fortran one, which takes a pointer). Returns the previous value.
+using SetLocalThreadsFn = int (*)(int);
+
+// Resolved from the libraries torch already loaded (its libgomp and the MKL inside libtorch_cpu),
+// so we change the very settings ATen reads and never load a second OpenMP runtime. Null when torch
+// was built without them; then kernels keep ATen's setting.
+struct ThreadSetters {
+  SetThreadsFn omp = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  SetLocalThreadsFn mkl_local = reinterpret_cast<SetLocalThreadsFn>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+};
+
+const ThreadSetters& setters() {
+  static const ThreadSetters s;
+  return s;
+}
+
+void set_thread_count(int n) {
+  // ATen initializes a thread's count lazily, on its first parallel region, from the process-wide
+  // torch.set_num_threads value; do that first so it cannot overwrite our share afterwards.
+  at::internal::lazy_init_num_threads();
+  thread_local int current = 0;
+  if (current == n) return;
+  current = n;
+  if (setters().omp != nullptr) setters().omp(n);
+  if (setters().mkl_local != nullptr) setters().mkl_local(n);
+}
+
+}  // namespace
+
+IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads)
+    : device_(device >= 0 && device < kMaxDevices ? device : 0) {
+  const int running = g_running[device_].fetch_add(1, std::memory_order_relaxed) + 1;
+  threads_ = std::max(1, compute_threads / running);
+  set_thread_count(threads_);
+}
+
+IntraOpThreadsScope::~IntraOpThreadsScope() { g_running[device_].fetch_sub(1, std::memory_order_relaxed); }
+
+}  // namespace at::openreg

@@ -1,0 +1,86 @@
+// Factory kernels for openreg: empty / empty_strided allocate through the caching device allocator on
+// the requested device; fill_ is enqueued on the current stream like any kernel.
+
+#include "backend/OpenRegAllocator.h"
+#include "backend/OpenRegRuntime.h"
+#include "backend/ops/ExecuteAliases.h"
+#include "backend/ops/ExecuteThreads.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace at::openreg {
+
+namespace {
+
+using c10::openreg::check_device_index;
+using c10::openreg::current_device;
+
+c10::Device resolve_device(std::optional<c10::Device> device) {
+  c10::Device d = device.value_or(c10::Device(c10::DeviceType::PrivateUse1));
+  TORCH_INTERNAL_ASSERT(d.type() == c10::DeviceType::PrivateUse1, "openreg factory called for ", d);
+  if (!d.has_index()) {
+    d.set_index(current_device());
+  }
+  check_device_index(d.index());
+  return d;
+}
+
+void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "openreg supports only strided tensors, got layout ", c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Only dense CPU tensors can be pinned");
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  check_factory_options(layout, pin_memory);
+  const c10::Device d = resolve_device(device);
+  c10::DeviceGuard guard(d);  // the allocator allocates on the current device
+  return at::detail::empty_generic(size, &c10::openreg::device_allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  check_factory_options(layout, pin_memory);
+  const c10::Device d = resolve_device(device);
+  c10::DeviceGuard guard(d);
+  return at::detail::empty_strided_generic(size, stride, &c10::openreg::device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  if (self.numel() == 0) {
+    return self;
+  }
+  const c10::DeviceIndex index = self.device().index();
+  auto& stream = c10::openreg::current_sim_stream(index);
+  const int threads = stream.device().compute_threads();
+  // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
+  // t_, set_) cannot change what the pending kernel writes. The work item also holds `self`, so the
+  // memory outlives the kernel (Note [Blocks are freed only after their work ran]).
+  c10::openreg::translate_sim_errors([&] {
+    stream.launch("aten::fill_.Scalar", [self, alias = cpu_alias_of(self), value, index, threads] {
+      IntraOpThreadsScope scope(index, threads);
+      alias.fill_(value);
+    });
+  });
+  return self;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+}
+
+}  // namespace at::openreg

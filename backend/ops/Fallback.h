@@ -1,0 +1,14 @@
+#pragma once
+// The general op execution of openreg (Note [Op execution on openreg] in Fallback.cpp), callable by
+// explicit kernels that forward an op to another one (convolution_overrideable → convolution).
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace at::openreg {
+
+//! Runs `op` on the openreg tensors of `stack` (its arguments) and leaves its returns there, exactly
+//! as the boxed PrivateUse1 fallback does. Thread-safety: callable from any host thread.
+void execute_op(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+}  // namespace at::openreg

@@ -1,0 +1,245 @@
+"""Concurrency stress run: many Python threads, each with its own streams on every device, issuing
+random mixes of ops, cross-stream event waits, cross-device copies, allocations and frees; every result
+is checked against a CPU reference.
+
+    python bench/python/stress.py --seconds 60 --threads 4          # the long run
+    python bench/python/stress.py --ops 400 --threads 3              # the short run `make test` does
+
+Fails (exit 1) on any wrong or lost result, on device memory that does not return to its starting
+level, and (exit 2, from a watchdog) on a hang: no thread making progress for --hang-seconds.
+
+Ordering discipline (what a correct user program does, and what is being checked): every slot (a device
+tensor and its CPU reference) carries the event recorded after its last use; any stream that uses the
+slot first waits on that event, then records a new one. So every use of a slot is ordered after the
+previous one, whatever streams and devices they ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import torch
+
+
+@dataclass
+class Slot:
+    dev: torch.Tensor          # the value on an openreg device
+    ref: torch.Tensor          # the same value computed on the CPU
+    event: Optional[torch.Event] = None  # recorded after the last use of `dev`
+
+
+@dataclass
+class Stats:
+    ops: int = 0
+    checks: int = 0
+    mismatches: List[str] = field(default_factory=list)
+
+
+class Worker(threading.Thread):
+    def __init__(self, index: int, args, deadline: float, stats: Stats, progress: List[float]):
+        super().__init__(name=f"stress-{index}", daemon=True)
+        self.index, self.args, self.deadline, self.stats, self.progress = index, args, deadline, stats, progress
+        self.rng = random.Random(args.seed * 1000 + index)
+        self.devices = [torch.device("openreg", d) for d in range(torch.openreg.device_count())]
+        self.streams = {d.index: [torch.openreg.Stream(d) for _ in range(args.streams)] for d in self.devices}
+        self.slots: List[Slot] = []
+        self.error: Optional[BaseException] = None
+
+    # -- ordering helpers -------------------------------------------------------------------------
+    def _use(self, stream, *slots: Slot) -> None:
+        for s in slots:
+            if s.event is not None:
+                stream.wait_event(s.event)
+
+    def _done(self, stream, *slots: Slot) -> None:
+        event = torch.Event(device=stream.device)
+        event.record(stream)
+        for s in slots:
+            s.event = event
+
+    def _pick_stream(self, device_index: int):
+        return self.rng.choice(self.streams[device_index])
+
+    def _new_values(self, shape):
+        gen = torch.Generator().manual_seed(self.rng.randrange(1 << 30))
+        return torch.randn(shape, generator=gen)
+
+    # -- operations -------------------------------------------------------------------------------
+    def op_create(self) -> None:
+        dev = self.rng.choice(self.devices)
+        shape = (self.rng.choice([1, 7, 64, 257]), self.rng.choice([1, 16, 33]))
+        ref = self._new_values(shape)
+        stream = self._pick_stream(dev.index)
+        with torch.openreg.stream(stream):
+            t = ref.to(dev)
+        slot = Slot(t, ref)
+        self._done(stream, slot)
+        self.slots.append(slot)
+
+    def op_unary(self) -> None:
+        a = self.rng.choice(self.slots)
+        stream = self._pick_stream(a.dev.device.index)
+        fn = self.rng.choice([torch.tanh, torch.sigmoid, lambda x: x * 0.5 + 1.0, torch.neg])
+        with torch.openreg.stream(stream):
+            self._use(stream, a)
+            out = Slot(fn(a.dev), fn(a.ref))
+        self._done(stream, a, out)
+        self.slots.append(out)
+
+    def op_binary(self) -> None:
+        a = self.rng.choice(self.slots)
+        peers = [s for s in self.slots if s.dev.device == a.dev.device and s.ref.shape == a.ref.shape]
+        b = self.rng.choice(peers)
+        stream = self._pick_stream(a.dev.device.index)
+        fn = self.rng.choice([torch.add, torch.mul, torch.sub, torch.maximum])
+        with torch.openreg.stream(stream):
+            self._use(stream, a, b)
+            out = Slot(fn(a.dev, b.dev), fn(a.ref, b.ref))
+        self._done(stream, a, b, out)
+        self.slots.append(out)
+
+    def op_inplace(self) -> None:
+        a = self.rng.choice(self.slots)
+        stream = self._pick_stream(a.dev.device.index)
+        with torch.openreg.stream(stream):
+            self._use(stream, a)
+            a.dev.mul_(0.75).add_(0.25)
+        a.ref.mul_(0.75).add_(0.25)
+        self._done(stream, a)
+
+    def op_matmul(self) -> None:
+        a = self.rng.choice(self.slots)
+        stream = self._pick_stream(a.dev.device.index)
+        with torch.openreg.stream(stream):
+            self._use(stream, a)
+            out = Slot(a.dev.t() @ a.dev, a.ref.t() @ a.ref)
+        self._done(stream, a, out)
+        self.slots.append(out)
+
+    def op_reduce(self) -> None:
+        a = self.rng.choice(self.slots)
+        stream = self._pick_stream(a.dev.device.index)
+        with torch.openreg.stream(stream):
+            self._use(stream, a)
+            out = Slot(a.dev.sum(dim=0, keepdim=True), a.ref.sum(dim=0, keepdim=True))
+        self._done(stream, a, out)
+        self.slots.append(out)
+
+    def op_cross_device(self) -> None:
+        if len(self.devices) < 2:
+            return self.op_unary()
+        a = self.rng.choice(self.slots)
+        src = a.dev.device.index
+        dst = self.rng.choice([d for d in self.devices if d.index != src])
+        s_src, s_dst = self._pick_stream(src), self._pick_stream(dst.index)
+        with torch.openreg.stream(s_src), torch.openreg.stream(s_dst):
+            self._use(s_src, a)
+            out = Slot(a.dev.to(dst, non_blocking=self.rng.random() < 0.5), a.ref.clone())
+            # The copy is ordered on both devices' current streams; later users of either side wait
+            # on events recorded after it.
+            self._done(s_src, a)
+            self._done(s_dst, out)
+        self.slots.append(out)
+
+    def op_free(self) -> None:
+        if len(self.slots) > 2:
+            self.slots.pop(self.rng.randrange(len(self.slots)))
+
+    def op_check(self, slot: Optional[Slot] = None) -> None:
+        a = slot if slot is not None else self.rng.choice(self.slots)
+        stream = self._pick_stream(a.dev.device.index)
+        with torch.openreg.stream(stream):
+            self._use(stream, a)
+            got = a.dev.cpu()  # synchronizes the current stream
+        self._done(stream, a)
+        self.stats.checks += 1
+        if not torch.allclose(got, a.ref, rtol=1e-4, atol=1e-4):
+            self.stats.mismatches.append(
+                f"thread {self.index}: {tuple(a.ref.shape)} on {a.dev.device}: max error "
+                f"{(got - a.ref).abs().max().item():.3g}")
+
+    def run(self) -> None:
+        ops = [(self.op_create, 3), (self.op_unary, 4), (self.op_binary, 4), (self.op_inplace, 2),
+               (self.op_matmul, 1), (self.op_reduce, 1), (self.op_cross_device, 3), (self.op_free, 3),
+               (self.op_check, 1)]
+        choices, weights = zip(*ops)
+        try:
+            for _ in range(2):
+                self.op_create()
+            done = 0
+            while done < self.args.ops and time.monotonic() < self.deadline:
+                if len(self.slots) > self.args.max_slots:
+                    self.op_free()
+                self.rng.choices(choices, weights)[0]()
+                done += 1
+                self.stats.ops += 1
+                self.progress[self.index] = time.monotonic()
+            for slot in self.slots:  # every value still alive is checked at the end
+                self.op_check(slot)
+            self.slots.clear()
+        except BaseException as e:  # reported by the main thread
+            self.error = e
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="openreg concurrency stress run")
+    parser.add_argument("--threads", type=int, default=4, help="Python threads issuing work")
+    parser.add_argument("--streams", type=int, default=3, help="streams per thread per device")
+    parser.add_argument("--ops", type=int, default=10**9, help="operations per thread (bound)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="wall-time bound")
+    parser.add_argument("--max-slots", type=int, default=24, help="live tensors per thread")
+    parser.add_argument("--hang-seconds", type=float, default=60.0, help="watchdog: no progress for this long")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    torch.openreg.init()
+    devices = range(torch.openreg.device_count())
+    torch.openreg.synchronize()
+    start_mem = {d: torch.openreg.memory_allocated(d) for d in devices}
+    stats_list = [Stats() for _ in range(args.threads)]
+    progress = [time.monotonic()] * args.threads
+    deadline = time.monotonic() + args.seconds
+    workers = [Worker(i, args, deadline, stats_list[i], progress) for i in range(args.threads)]
+    t0 = time.monotonic()
+    for w in workers:
+        w.start()
+    while any(w.is_alive() for w in workers):
+        time.sleep(0.2)
+        stalled = [w.index for w in workers if w.is_alive() and time.monotonic() - progress[w.index] > args.hang_seconds]
+        if stalled:
+            print(f"stress: HANG: threads {stalled} made no progress for {args.hang_seconds} s; stacks:", flush=True)
+            faulthandler.dump_traceback(all_threads=True)
+            os._exit(2)
+    elapsed = time.monotonic() - t0
+    for d in devices:
+        torch.openreg.synchronize(d)
+    errors = [f"thread {w.index}: {type(w.error).__name__}: {w.error}" for w in workers if w.error is not None]
+    mismatches = [m for s in stats_list for m in s.mismatches]
+    del workers
+    import gc
+
+    gc.collect()
+    leaked = {d: torch.openreg.memory_allocated(d) - start_mem[d] for d in devices}
+    ops = sum(s.ops for s in stats_list)
+    checks = sum(s.checks for s in stats_list)
+    print(f"stress: {args.threads} threads x {args.streams} streams x {len(devices)} devices: "
+          f"{ops} ops, {checks} checks in {elapsed:.1f} s ({ops / max(elapsed, 1e-9):.0f} ops/s)")
+    print(f"stress: mismatches {len(mismatches)}, errors {len(errors)}, "
+          f"memory not returned {sum(leaked.values())} bytes")
+    for line in (mismatches + errors)[:20]:
+        print("  " + line)
+    ok = not mismatches and not errors and not any(leaked.values()) and ops > 0
+    print("stress: PASS" if ok else "stress: FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Renders a device timeline (Chrome trace JSON written by torch.openreg.trace) to a PNG Gantt chart.
+
+    python bench/python/timeline_png.py run.json run.png [--title "..."]
+
+One horizontal lane per (device, stream); bars coloured by item kind (kernel, copy, event wait, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Optional
+
+_COLOURS = {
+    "kernel": "#4C72B0",
+    "copy": "#DD8452",
+    "host_callback": "#55A868",
+    "event_record": "#8172B3",
+    "event_wait": "#C44E52",
+}
+
+
+def render(trace_path: str, png_path: str, title: Optional[str] = None) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    lanes = sorted({(e["pid"], e["tid"]) for e in events})
+    index = {lane: i for i, lane in enumerate(lanes)}
+    height = max(2.0, 0.45 * len(lanes) + 1.2)
+    fig, ax = plt.subplots(figsize=(12, height))
+    for kind, colour in _COLOURS.items():
+        bars = [e for e in events if e.get("cat") == kind]
+        for lane in lanes:
+            spans = [(e["ts"] / 1e3, max(e["dur"] / 1e3, 0.02)) for e in bars if (e["pid"], e["tid"]) == lane]
+            if spans:
+                ax.broken_barh(spans, (index[lane] - 0.4, 0.8), facecolors=colour, edgecolor="none")
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels([f"openreg:{d} " + ("default" if s == 0 else f"stream {s}") for d, s in lanes])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.grid(axis="x", alpha=0.3)
+    present = sorted({e.get("cat") for e in events} & set(_COLOURS))
+    ax.legend(handles=[Patch(color=_COLOURS[k], label=k.replace("_", " ")) for k in present],
+              loc="upper right", fontsize="small")
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace", help="Chrome trace JSON written by torch.openreg.trace")
+    parser.add_argument("png", help="output PNG path")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args()
+    print(render(args.trace, args.png, args.title))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Registers openreg with PyTorch: once per process, whichever way the package was imported."""
+
+import threading
+
+import torch
+
+_BACKEND_NAME = "openreg"
+
+# Guards `_registered`: two threads importing torch_openreg at once are serialised by Python's import
+# lock already, but register() is also reachable from a reload, so it keeps its own state.
+_lock = threading.Lock()
+_registered = False
+
+
+def register() -> None:
+    """Loads the compiled backend and registers device, module and generated methods (idempotent)."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        current = torch._C._get_privateuse1_backend_name()
+        if current not in ("privateuseone", _BACKEND_NAME):
+            raise RuntimeError(
+                f"torch_openreg: the PrivateUse1 device is already registered as {current!r}; "
+                f"only one PrivateUse1 backend can be loaded in a process"
+            )
+        # The compiled module first: if the build is missing, torch is left untouched. Loading it loads
+        # libopenreg_backend, whose static initialisers register the device guard, hooks and allocators.
+        try:
+            from torch_openreg import _C  # noqa: F401
+        except ImportError as err:
+            raise ImportError(
+                "torch_openreg: the compiled module torch_openreg._C could not be loaded "
+                f"({err}); build it with `make build`"
+            ) from err
+        torch.utils.rename_privateuse1_backend(_BACKEND_NAME)
+
+        from torch_openreg import openreg as device_module
+
+        torch._register_device_module(_BACKEND_NAME, device_module)
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        _registered = True

@@ -1,0 +1,131 @@
+"""``torch.openreg``: device, stream, event, random and memory API of the openreg devices.
+
+It mirrors ``torch.cuda`` (same names, signatures and semantics) so device-generic code and code written
+for CUDA run on openreg. The generic APIs work too: ``torch.Stream``, ``torch.Event``,
+``torch.accelerator.*``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from torch_openreg.trace import trace
+
+from . import memory, random, streams
+from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
+    _exchange_device,
+    _maybe_exchange_device,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    set_device,
+    synchronize,
+)
+from ._device_index import _get_device_index  # noqa: F401
+# torch calls _lazy_init (first use of the device) and _is_in_bad_fork (torch.manual_seed).
+from ._initialization import (  # noqa: F401
+    DeferredOpenRegCallError,
+    _is_in_bad_fork,
+    _lazy_call,
+    _lazy_init,
+    init,
+    is_initialized,
+)
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from .random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+#: Raised when a device runs out of memory (the same class as torch.cuda.OutOfMemoryError).
+OutOfMemoryError = torch.OutOfMemoryError
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes ``torch.autocast("openreg", dtype=...)`` accepts."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 kernels run on every openreg device (they are CPU kernels)."""
+    return True
+
+
+__all__ = [
+    "DeferredOpenRegCallError",
+    "Event",
+    "OutOfMemoryError",
+    "Stream",
+    "StreamContext",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_summary",
+    "random",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "set_stream",
+    "stream",
+    "streams",
+    "synchronize",
+    "trace",
+]

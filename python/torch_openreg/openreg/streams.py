@@ -1,0 +1,156 @@
+"""``torch.openreg.Stream`` / ``Event`` and the current-stream API.
+
+Both are the generic ``torch.Stream`` / ``torch.Event`` (whose methods reach the backend's device guard)
+with torch.cuda's constructors and defaults, so code written for ``torch.cuda.Stream`` runs unchanged:
+``Stream`` subclasses ``torch.Stream``; ``Event`` builds a plain ``torch.Event`` (see the Note there).
+Current streams are per host thread and per device, as in CUDA.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from ._device_index import Device, _get_device_index
+from ._initialization import _lazy_init
+
+_DEVICE_TYPE = "openreg"
+# Every device's default stream has id 0, as in CUDA: the backend passes sim stream ids through
+# unchanged and the sim's default stream is 0 (static_assert in backend/OpenRegRuntime.cpp).
+_DEFAULT_STREAM_ID = 0
+
+
+class Stream(torch.Stream):
+    """An in-order queue of work on one openreg device; work on different streams may overlap.
+
+    Args:
+        device (torch.device, str or int, optional): the stream's device (default: the current device).
+        priority (int, optional): 0 is normal, negative numbers are higher priorities.
+
+    Used as a context manager (``with stream:``) it becomes the current stream and its device the
+    current device until the block ends.
+    """
+
+    def __new__(cls, device: Device = None, priority: int = 0, **kwargs: Any) -> "Stream":
+        if "stream_id" in kwargs:  # re-wrapping an existing stream (stream_id, device_index, device_type)
+            return super().__new__(cls, priority=priority, **kwargs)
+        _lazy_init()
+        idx = _get_device_index(device, optional=True)
+        return super().__new__(cls, torch.device(_DEVICE_TYPE, idx), priority=priority)
+
+    def __repr__(self) -> str:
+        return f"torch.openreg.Stream(device={self.device} stream_id={self.stream_id})"
+
+    @staticmethod
+    def _wrap(stream: torch.Stream) -> "Stream":
+        if isinstance(stream, Stream):
+            return stream
+        _check_openreg_stream(stream)
+        return Stream(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
+
+
+class _EventMeta(type):
+    """Makes ``isinstance(e, torch.openreg.Event)`` true for every openreg ``torch.Event``."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == _DEVICE_TYPE
+
+
+# Note [openreg events are plain torch.Event objects]
+# torch.Event.elapsed_time, and torch.Stream.record_event, accept only objects whose type is exactly
+# torch.Event (torch/csrc/Event.cpp checks Py_TYPE). A subclass would make timing between our events,
+# or between ours and generic ones, fail. So Event() returns a plain torch.Event on openreg; the
+# metaclass keeps isinstance checks against torch.openreg.Event working.
+class Event(metaclass=_EventMeta):
+    """A point in a stream: to wait for from the host or from other streams, or to time work.
+
+    ``torch.openreg.Event(...)`` returns a ``torch.Event`` on openreg (see the Note above), with
+    torch.cuda.Event's constructor: ``record(stream=None)`` and ``wait(stream=None)`` use the current
+    stream; ``query``, ``synchronize`` and ``elapsed_time`` (milliseconds) are ``torch.Event``'s.
+
+    Args:
+        enable_timing (bool, optional): whether ``elapsed_time`` can be used (default False).
+        blocking (bool, optional): accepted for torch.cuda compatibility; a host thread waiting on an
+            event always blocks on a condition rather than spinning.
+        interprocess (bool, optional): must be False; events cannot be shared between processes.
+
+    The event belongs to the device of the first stream that records it.
+    """
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+        if interprocess:
+            raise ValueError("openreg events cannot be shared between processes (interprocess=True)")
+        return torch.Event(torch.device(_DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
+
+
+def _check_openreg_stream(stream: Any) -> None:
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"Expected a torch.Stream, but got: {type(stream).__name__}")
+    if stream.device.type != _DEVICE_TYPE:
+        raise ValueError(f"Expected an openreg stream, but got a stream of device {stream.device}")
+
+
+def current_stream(device: Device = None) -> Stream:
+    """The calling thread's current stream on ``device`` (default: the current device)."""
+    _lazy_init()
+    idx = _get_device_index(device, optional=True)
+    return Stream._wrap(torch.accelerator.current_stream(torch.device(_DEVICE_TYPE, idx)))
+
+
+def default_stream(device: Device = None) -> Stream:
+    """The default stream of ``device`` (default: the current device)."""
+    _lazy_init()
+    idx = _get_device_index(device, optional=True)
+    # Asking for the current stream validates the index with the backend's error (IndexError).
+    current = torch.accelerator.current_stream(torch.device(_DEVICE_TYPE, idx))
+    return Stream(stream_id=_DEFAULT_STREAM_ID, device_index=idx, device_type=current.device_type)
+
+
+def set_stream(stream: Optional[torch.Stream]) -> None:
+    """Makes ``stream`` current on its device and its device current; None is a no-op.
+
+    Prefer the :func:`stream` context manager, which restores the previous stream.
+    """
+    if stream is None:
+        return
+    _check_openreg_stream(stream)
+    _lazy_init()
+    torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Context manager that makes ``stream`` current, and restores the previous streams on exit.
+
+    Inside the block the stream's device is current too. On exit the previous stream of the stream's
+    device, the previous current stream and the previous device are restored (as with
+    ``torch.cuda.StreamContext``). None is a no-op.
+    """
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        if stream is not None:
+            _check_openreg_stream(stream)
+        self.stream = stream
+        self.src_prev_stream: Optional[Stream] = None
+        self.dst_prev_stream: Optional[Stream] = None
+
+    def __enter__(self) -> None:
+        if self.stream is None:
+            return
+        self.src_prev_stream = current_stream()
+        if self.src_prev_stream.device != self.stream.device:
+            self.dst_prev_stream = current_stream(self.stream.device)
+        torch.accelerator.set_stream(self.stream)
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+        if self.stream is None:
+            return False
+        if self.dst_prev_stream is not None:
+            torch.accelerator.set_stream(self.dst_prev_stream)
+        torch.accelerator.set_stream(self.src_prev_stream)
+        return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    """Context manager selecting ``stream`` (see :class:`StreamContext`)."""
+    return StreamContext(stream)

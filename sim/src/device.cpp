@@ -1,0 +1,223 @@
+#include "openreg/sim/device.h"
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <boost/lockfree/queue.hpp>
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "copy_engine.h"
+#include "cpu_relax.h"
+#include "internal_check.h"
+#include "openreg/sim/runtime.h"
+#include "progress_counter.h"
+#include "arena_task_arg.h"
+#include "tsan_annotations.h"
+
+namespace openreg::sim {
+namespace {
+// The device whose arena task the calling thread is running, if any (execute() runs inline there).
+thread_local const Device* tl_device = nullptr;
+}  // namespace
+
+struct Device::State {
+  Runtime* runtime = nullptr;
+  int index = 0;
+  int threads = 1;
+  std::uint64_t bandwidth = kUnlimitedBandwidth;
+  std::unique_ptr<DeviceMemory> memory;
+
+  // One queue per StreamPriority; arena tasks take from the highest non-empty one.
+  boost::lockfree::queue<Stream*> ready[2] = {boost::lockfree::queue<Stream*>(64), boost::lockfree::queue<Stream*>(64)};
+  // One reference per arena task not finished plus one per submitter still inside
+  // task_arena::enqueue (a task can finish before its submitter returns, e.g. a stream resumed from
+  // another device's thread). The destructor waits for 0: dropping a reference is each one's last
+  // touch of the device.
+  std::atomic<std::int64_t> busy_refs{0};
+  // No slot reserved for host threads: they never run device work. Declared after what tasks touch.
+  tbb::task_arena arena;
+
+  std::unique_ptr<CopyEngine> inbound;   // host -> device
+  std::unique_ptr<CopyEngine> outbound;  // device -> host, device -> device, peer
+
+  mutable std::mutex streams_mutex;
+  std::unordered_map<StreamId, std::shared_ptr<Stream>> streams;  // guarded by streams_mutex
+  std::atomic<StreamId> next_id{kDefaultStreamId + 1};
+  std::shared_ptr<Stream> default_stream;
+
+  Device* device = nullptr;
+
+  // An arena task that takes the most urgent ready stream and drains it. One task per ready-queue
+  // push, so every pushed stream is taken by exactly one task; it need not be the one pushed with
+  // it (that is what priorities mean).
+  void submit_drain() {
+    busy_refs.fetch_add(2, std::memory_order_relaxed);  // relaxed: only its final 0 matters
+    tsan_task_submit();  // see Note [TSAN and oneTBB]
+    arena.enqueue([arg = ArenaTaskArg<State>(this)] {
+      tsan_task_start();
+      arg.get()->drain_one();
+    });
+    busy_refs.fetch_sub(1, std::memory_order_release);  // pairs with the destructor's acquire
+  }
+  void drain_one();
+};
+
+Device::Device(Runtime& runtime, int index) : s_(std::make_unique<State>()) {
+  const Config& config = runtime.config();
+  s_->runtime = &runtime;
+  s_->device = this;
+  s_->index = index;
+  s_->threads = config.compute_threads;
+  s_->bandwidth = config.copy_bandwidth;
+  s_->memory = std::make_unique<DeviceMemory>(index, config.memory_capacity);
+  s_->arena.initialize(config.compute_threads, /*reserved_for_masters=*/0);
+  const std::string name = "openreg:" + std::to_string(index);
+  s_->inbound = std::make_unique<CopyEngine>(index, name + " h2d", config.copy_bandwidth);
+  s_->outbound = std::make_unique<CopyEngine>(index, name + " d2h/d2d", config.copy_bandwidth);
+  s_->default_stream = std::shared_ptr<Stream>(new Stream(*this, kDefaultStreamId, StreamPriority::kNormal));
+}
+
+Device::~Device() {
+  for (auto& stream : [&] {
+         std::lock_guard lock(s_->streams_mutex);
+         std::vector<std::shared_ptr<Stream>> all{s_->default_stream};
+         for (auto& [id, st] : s_->streams) all.push_back(st);
+         return all;
+       }()) {
+    stream->wait_idle();
+  }
+  // All work is done; what may remain are tails: copy engines returning from resume() (joined
+  // here), arena tasks returning from drain() and submitters returning from enqueue (busy_refs).
+  s_->inbound.reset();
+  s_->outbound.reset();
+  // acquire: pairs with the releases in busy_refs' decrements, so their last touches of the state
+  // happen before we free it.
+  while (s_->busy_refs.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+int Device::index() const noexcept { return s_->index; }
+int Device::compute_threads() const noexcept { return s_->threads; }
+std::uint64_t Device::copy_bandwidth() const noexcept { return s_->bandwidth; }
+Runtime& Device::runtime() const noexcept { return *s_->runtime; }
+DeviceMemory& Device::memory() noexcept { return *s_->memory; }
+const std::shared_ptr<Stream>& Device::default_stream() const noexcept { return s_->default_stream; }
+
+CopyEngine& Device::copy_engine(bool inbound) { return inbound ? *s_->inbound : *s_->outbound; }
+
+std::shared_ptr<Stream> Device::create_stream(StreamPriority priority) {
+  if (priority != StreamPriority::kNormal && priority != StreamPriority::kHigh) {
+    throw_error(Errc::kInvalidArgument, "unknown stream priority " + std::to_string(static_cast<int>(priority)));
+  }
+  // relaxed: ids need only be unique, which the atomic increment guarantees.
+  const StreamId id = s_->next_id.fetch_add(1, std::memory_order_relaxed);
+  auto stream = std::shared_ptr<Stream>(new Stream(*this, id, priority));
+  std::lock_guard lock(s_->streams_mutex);
+  s_->streams.emplace(id, stream);
+  return stream;
+}
+
+std::shared_ptr<Stream> Device::stream(StreamId id) const {
+  if (id == kDefaultStreamId) return s_->default_stream;
+  std::lock_guard lock(s_->streams_mutex);
+  auto it = s_->streams.find(id);
+  if (it == s_->streams.end()) {
+    throw_error(Errc::kInvalidStream, "openreg:" + std::to_string(s_->index) + " has no stream " + std::to_string(id) +
+                                          " (never created, or destroyed)");
+  }
+  return it->second;
+}
+
+void Device::destroy_stream(StreamId id) {
+  if (id == kDefaultStreamId) {
+    throw_error(Errc::kInvalidStream, "the default stream of openreg:" + std::to_string(s_->index) + " cannot be destroyed");
+  }
+  std::shared_ptr<Stream> st = stream(id);  // throws for unknown ids
+  st->mark_destroyed();                     // new enqueues fail from here on
+  st->wait_idle();
+  std::lock_guard lock(s_->streams_mutex);
+  s_->streams.erase(id);
+}
+
+void Device::synchronize() {
+  std::vector<std::shared_ptr<Stream>> all;
+  {
+    std::lock_guard lock(s_->streams_mutex);
+    all.push_back(s_->default_stream);
+    for (auto& [id, st] : s_->streams) all.push_back(st);
+  }
+  for (auto& st : all) st->wait_idle();
+  std::string message;
+  for (auto& st : all) {
+    if (st->take_error(&message)) throw Error(Errc::kWorkFailed, message);
+  }
+}
+
+void Device::schedule(Stream& stream) {
+  const bool pushed = s_->ready[static_cast<int>(stream.priority())].push(&stream);
+  OPENREG_SIM_ASSERT(pushed, "ready queue push failed");
+  s_->submit_drain();
+}
+
+void Device::State::drain_one() {
+  Stream* next = nullptr;
+  // The pushes precede their tasks, so some stream is there; the loop only covers another task
+  // having taken "ours" while a stream pushed later is still being linked in.
+  while (!ready[static_cast<int>(StreamPriority::kHigh)].pop(next) &&
+         !ready[static_cast<int>(StreamPriority::kNormal)].pop(next)) {
+    cpu_relax();
+  }
+  const Device* outer = tl_device;
+  tl_device = device;
+  next->drain();
+  tl_device = outer;
+  busy_refs.fetch_sub(1, std::memory_order_release);  // last touch of the device
+}
+
+void Device::execute(Task fn) {
+  if (!fn) throw_error(Errc::kInvalidArgument, "execute of an empty task");
+  if (tl_device == this) {  // already on this device's threads: waiting would only block one of them
+    fn();
+    return;
+  }
+  // Owned by the task (it still touches `done` after the waiter may have returned); the waiter
+  // keeps its own reference.
+  struct Request {
+    State* state;
+    Task* fn;
+    std::exception_ptr error;
+    ProgressCounter done;
+  };
+  auto completion = std::make_shared<Request>();
+  completion->state = s_.get();
+  completion->fn = &fn;
+  auto* owned = new std::shared_ptr<Request>(completion);
+  s_->busy_refs.fetch_add(2, std::memory_order_relaxed);
+  tsan_task_submit();  // see Note [TSAN and oneTBB]
+  s_->arena.enqueue([arg = ArenaTaskArg<std::shared_ptr<Request>>(owned)] {
+    tsan_task_start();
+    std::unique_ptr<std::shared_ptr<Request>> request(arg.get());
+    Request& r = **request;
+    const Device* outer = tl_device;
+    tl_device = r.state->device;
+    try {
+      (*r.fn)();
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+    tl_device = outer;
+    State* state = r.state;
+    r.done.increment();  // publishes `error`
+    request.reset();
+    state->busy_refs.fetch_sub(1, std::memory_order_release);
+  });
+  s_->busy_refs.fetch_sub(1, std::memory_order_release);
+  completion->done.wait_at_least(1);
+  if (completion->error) std::rethrow_exception(completion->error);
+}
+
+}  // namespace openreg::sim

@@ -1,0 +1,91 @@
+#include "openreg/sim/memory.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "address_registry.h"
+#include "internal_check.h"
+
+namespace openreg::sim {
+
+struct DeviceMemory::State {
+  int device = 0;
+  std::uint64_t capacity = 0;
+  std::mutex mutex;  // serializes the capacity check with the accounting
+  // Atomics so the noexcept getters can read without the lock; written under `mutex`.
+  std::atomic<std::uint64_t> allocated{0};
+  std::atomic<std::uint64_t> peak{0};
+  std::atomic<std::uint64_t> count{0};
+  AddressRegistry blocks;
+};
+
+namespace {
+std::string pointer_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+}  // namespace
+
+DeviceMemory::DeviceMemory(int device, std::uint64_t capacity) : s_(std::make_unique<State>()) {
+  s_->device = device;
+  s_->capacity = capacity;
+}
+
+DeviceMemory::~DeviceMemory() = default;  // leaked blocks stay leaked: they may still be in use
+
+void* DeviceMemory::allocate(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  State& s = *s_;
+  std::lock_guard lock(s.mutex);
+  const std::uint64_t in_use = s.allocated.load(std::memory_order_relaxed);
+  if (bytes > s.capacity || in_use > s.capacity - bytes) throw OutOfMemoryError(s.device, bytes, in_use, s.capacity);
+  if (bytes > SIZE_MAX - kAlignment) throw OutOfMemoryError(s.device, bytes, in_use, s.capacity);
+  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;  // aligned_alloc's rule
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) throw OutOfMemoryError(s.device, bytes, in_use, s.capacity);  // the host ran out first
+  s.blocks.insert(p, bytes);
+  // relaxed: the mutex orders writers; readers want a recent value, not a synchronization point.
+  const std::uint64_t now = in_use + bytes;
+  s.allocated.store(now, std::memory_order_relaxed);
+  s.peak.store(std::max(s.peak.load(std::memory_order_relaxed), now), std::memory_order_relaxed);
+  s.count.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+void DeviceMemory::free(void* ptr) {
+  if (ptr == nullptr) return;
+  State& s = *s_;
+  std::lock_guard lock(s.mutex);
+  const std::size_t bytes = s.blocks.erase(ptr);
+  if (bytes == 0) {
+    const bool interior = s.blocks.find(ptr, nullptr, nullptr);
+    throw_error(Errc::kInvalidPointer,
+                "free of " + pointer_text(ptr) + " on openreg:" + std::to_string(s.device) + ": " +
+                    (interior ? "it points inside an allocation, not at its start"
+                              : "not a live allocation of this device (foreign pointer or double free)"));
+  }
+  s.allocated.store(s.allocated.load(std::memory_order_relaxed) - bytes, std::memory_order_relaxed);
+  s.count.fetch_sub(1, std::memory_order_relaxed);
+  std::free(ptr);
+}
+
+bool DeviceMemory::find(const void* ptr, std::uintptr_t* begin, std::uintptr_t* end) const {
+  return s_->blocks.find(ptr, begin, end);
+}
+
+std::uint64_t DeviceMemory::allocated() const noexcept { return s_->allocated.load(std::memory_order_relaxed); }
+std::uint64_t DeviceMemory::peak() const noexcept { return s_->peak.load(std::memory_order_relaxed); }
+std::uint64_t DeviceMemory::capacity() const noexcept { return s_->capacity; }
+std::uint64_t DeviceMemory::allocation_count() const noexcept { return s_->count.load(std::memory_order_relaxed); }
+
+void DeviceMemory::reset_peak() noexcept {
+  std::lock_guard lock(s_->mutex);
+  s_->peak.store(s_->allocated.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+}  // namespace openreg::sim

@@ -1,0 +1,162 @@
+#include "openreg/sim/runtime.h"
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/info.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstdio>
+#include <mutex>
+#include <variant>
+#include <vector>
+
+#include "address_registry.h"
+#include "internal_check.h"
+#include "openreg/sim/error.h"
+
+namespace openreg::sim {
+namespace {
+
+// Note [TBB worker budget]
+// TBB's default pool has cores-1 workers, shared by every arena. Our arenas reserve no slot for host
+// threads, so all device work runs on workers: the pool needs at least the sum of the live runtimes'
+// arena concurrencies. One global_control, kept at max(default, sum + 1) ("+1": TBB counts the
+// master), is re-created whenever a runtime comes or goes. The new control is built before the old
+// one is dropped; for this parameter TBB applies the smallest live value, so the limit never dips
+// below either setting in between.
+class WorkerBudget {
+ public:
+  static WorkerBudget& instance() {
+    static WorkerBudget* budget = new WorkerBudget;  // leaked: runtimes may outlive static destructors
+    return *budget;
+  }
+  void add(long threads) {
+    std::lock_guard lock(mutex_);
+    threads_ += threads;
+    const long wanted = std::max<long>(tbb::info::default_concurrency(), threads_ + 1);
+    auto next = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                      static_cast<std::size_t>(wanted));
+    control_ = std::move(next);
+  }
+
+ private:
+  std::mutex mutex_;
+  long threads_ = 0;                                // guarded by mutex_
+  std::unique_ptr<tbb::global_control> control_;    // guarded by mutex_
+};
+
+std::string pointer_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+}  // namespace
+
+struct Runtime::State {
+  Config config;
+  std::vector<std::unique_ptr<Device>> devices;      // slot i written once, inside once[i]
+  std::unique_ptr<std::once_flag[]> once;
+  std::unique_ptr<std::atomic<Device*>[]> started;  // lock-free view of `devices` for readers
+  AddressRegistry pinned;
+};
+
+Runtime::Runtime(const Config& config) : s_(std::make_unique<State>()) {
+  s_->config = config.resolved();
+  const int n = s_->config.device_count;
+  s_->devices.resize(n);
+  s_->once = std::make_unique<std::once_flag[]>(n);
+  s_->started = std::make_unique<std::atomic<Device*>[]>(n);
+  for (int i = 0; i < n; ++i) s_->started[i].store(nullptr, std::memory_order_relaxed);
+  WorkerBudget::instance().add(static_cast<long>(n) * s_->config.compute_threads);
+}
+
+Runtime::~Runtime() {
+  for (auto& device : s_->devices) device.reset();  // each waits for its work
+  WorkerBudget::instance().add(-static_cast<long>(s_->config.device_count) * s_->config.compute_threads);
+}
+
+Runtime& Runtime::global() {
+  // Built once; a bad environment is remembered and rethrown on every call. The runtime is leaked
+  // on purpose: tensors freed by static destructors at exit may still reach their devices.
+  static const std::variant<Runtime*, ConfigError> instance = []() -> std::variant<Runtime*, ConfigError> {
+    try {
+      return new Runtime(Config::from_env());
+    } catch (const ConfigError& e) {
+      return e;
+    }
+  }();
+  if (const auto* error = std::get_if<ConfigError>(&instance)) throw *error;
+  return *std::get<Runtime*>(instance);
+}
+
+const Config& Runtime::config() const noexcept { return s_->config; }
+int Runtime::device_count() const noexcept { return s_->config.device_count; }
+
+Device& Runtime::device(int index) {
+  if (index < 0 || index >= s_->config.device_count) {
+    throw_error(Errc::kInvalidDevice, "invalid device index " + std::to_string(index) + ": openreg has " +
+                                          std::to_string(s_->config.device_count) + " device(s)");
+  }
+  // acquire: pairs with the release below; a non-null pointer means a fully built device.
+  if (Device* d = s_->started[index].load(std::memory_order_acquire)) return *d;
+  std::call_once(s_->once[index], [&] {
+    s_->devices[index].reset(new Device(*this, index));
+    s_->started[index].store(s_->devices[index].get(), std::memory_order_release);
+  });
+  return *s_->devices[index];
+}
+
+bool Runtime::device_started(int index) const noexcept {
+  if (index < 0 || index >= s_->config.device_count) return false;
+  return s_->started[index].load(std::memory_order_acquire) != nullptr;
+}
+
+void Runtime::synchronize() {
+  std::exception_ptr first;
+  for (int i = 0; i < s_->config.device_count; ++i) {
+    Device* d = s_->started[i].load(std::memory_order_acquire);
+    if (d == nullptr) continue;
+    try {
+      d->synchronize();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+std::optional<int> Runtime::device_of(const void* ptr) const {
+  if (ptr == nullptr) return std::nullopt;
+  for (int i = 0; i < s_->config.device_count; ++i) {
+    Device* d = s_->started[i].load(std::memory_order_acquire);
+    if (d != nullptr && d->memory().find(ptr, nullptr, nullptr)) return i;
+  }
+  return std::nullopt;
+}
+
+void* Runtime::host_alloc_pinned(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (bytes > SIZE_MAX - DeviceMemory::kAlignment) {
+    throw_error(Errc::kInvalidArgument, "pinned allocation of " + std::to_string(bytes) + " bytes is too large");
+  }
+  const std::size_t rounded = (bytes + DeviceMemory::kAlignment - 1) / DeviceMemory::kAlignment * DeviceMemory::kAlignment;
+  void* p = std::aligned_alloc(DeviceMemory::kAlignment, rounded);
+  if (p == nullptr) throw OutOfMemoryError(-1, bytes, 0, 0);
+  s_->pinned.insert(p, bytes);
+  return p;
+}
+
+void Runtime::host_free_pinned(void* ptr) {
+  if (ptr == nullptr) return;
+  if (s_->pinned.erase(ptr) == 0) {
+    throw_error(Errc::kInvalidPointer, "free of " + pointer_text(ptr) +
+                                           " as pinned host memory: not a live pinned allocation (foreign pointer, "
+                                           "interior pointer or double free)");
+  }
+  std::free(ptr);
+}
+
+bool Runtime::is_pinned(const void* ptr) const { return ptr != nullptr && s_->pinned.find(ptr, nullptr, nullptr); }
+
+}  // namespace openreg::sim

@@ -1,0 +1,322 @@
+// Note [Stream scheduling]
+// A stream owns no thread. Its state machine is one atomic, `pending`: the number of items enqueued
+// but not yet completed. It doubles as an ownership token:
+//  - an enqueuer pushes its item on the lock-free queue, then increments `pending`; the one that moves
+//    it from 0 to 1 becomes the owner and schedules the stream on its device (ready queue + arena task);
+//  - exactly one thread owns the stream at a time: the arena task draining it, or, while the stream is
+//    parked, the copy engine or event completer holding its current item;
+//  - the owner completes items one by one; each completion decrements `pending`, and the completion
+//    that brings it back to 0 releases ownership (the next enqueue schedules again).
+// Since each unit of `pending` stands for an item already pushed, the owner always finds an item to
+// pop. Items therefore run one at a time, in queue order, and a stream is never scheduled twice.
+// While it owns the stream, the owner keeps it alive through `self` (a user may drop the last reference
+// while work is pending).
+
+#include "openreg/sim/stream.h"
+
+#include <boost/lockfree/queue.hpp>
+#include <boost/lockfree/stack.hpp>
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "copy_engine.h"
+#include "internal_check.h"
+#include "openreg/sim/device.h"
+#include "openreg/sim/event.h"
+#include "openreg/sim/runtime.h"
+#include "openreg/sim/trace.h"
+#include "progress_counter.h"
+#include "trace_recorder.h"
+#include "work_item.h"
+
+namespace openreg::sim {
+namespace {
+
+// Items an owner runs before it re-queues the stream behind the other ready streams of its device.
+constexpr int kBatch = 32;
+// Items (and queue nodes) preallocated per stream, so short bursts never allocate.
+constexpr std::size_t kInitialItems = 64;
+
+// The stream whose item the calling thread is running (to refuse a self-deadlocking synchronize).
+thread_local const Stream* tl_running_stream = nullptr;
+
+}  // namespace
+
+struct Stream::State {
+  Device* device;
+  StreamId id;
+  StreamPriority priority;
+
+  boost::lockfree::queue<WorkItem*> queue{kInitialItems};  // enqueuers -> owner
+  boost::lockfree::stack<WorkItem*> pool{kInitialItems};   // owner/engines -> enqueuers (recycling)
+  std::mutex all_items_mutex;
+  std::vector<WorkItem*> all_items;  // every item ever created, for the destructor; guarded by mutex
+
+  std::atomic<std::uint64_t> pending{0};   // see Note [Stream scheduling]
+  std::atomic<std::uint64_t> enqueued{0};  // items ever enqueued
+  ProgressCounter completed;               // items ever completed; advanced only by the owner
+  std::shared_ptr<Stream> self;            // set by the scheduling enqueuer; touched only by the owner
+  std::atomic<bool> destroyed{false};
+
+  // First failure not yet reported through the stream. has_error lets the hot paths skip the lock.
+  mutable std::mutex error_mutex;
+  std::string error;  // guarded by error_mutex
+  std::atomic<bool> has_error{false};
+
+  void record_failure(const char* name, const char* what) {
+    std::lock_guard lock(error_mutex);
+    if (!error.empty()) return;  // the first failure is the one worth reporting
+    error = std::string("work item '") + name + "' failed on openreg:" + std::to_string(device->index()) +
+            " stream " + std::to_string(id) + ": " + what;
+    has_error.store(true, std::memory_order_release);
+  }
+};
+
+Stream::Stream(Device& device, StreamId id, StreamPriority priority) : s_(std::make_unique<State>()) {
+  s_->device = &device;
+  s_->id = id;
+  s_->priority = priority;
+  s_->all_items.reserve(kInitialItems);
+  for (std::size_t i = 0; i < kInitialItems; ++i) {
+    s_->all_items.push_back(new WorkItem);
+    s_->pool.push(s_->all_items.back());
+  }
+}
+
+Stream::~Stream() {
+  // The last reference is dropped only when no owner exists (the owner holds `self`), so no item is
+  // in flight; any still queued belongs to a device torn down with work pending and is discarded.
+  for (WorkItem* item : s_->all_items) delete item;
+}
+
+StreamId Stream::id() const noexcept { return s_->id; }
+int Stream::device_index() const noexcept { return s_->device->index(); }
+Device& Stream::device() const noexcept { return *s_->device; }
+StreamPriority Stream::priority() const noexcept { return s_->priority; }
+std::uint64_t Stream::enqueued_count() const noexcept { return s_->enqueued.load(std::memory_order_acquire); }
+std::uint64_t Stream::completed_count() const noexcept { return s_->completed.load(); }
+
+WorkItem* Stream::acquire_item() {
+  // acquire: pairs with mark_destroyed's release so a destroyed stream is seen as such.
+  if (s_->destroyed.load(std::memory_order_acquire)) {
+    throw_error(Errc::kInvalidStream, "stream " + std::to_string(s_->id) + " of openreg:" +
+                                          std::to_string(device_index()) + " was destroyed");
+  }
+  WorkItem* item = nullptr;
+  if (s_->pool.pop(item)) return item;
+  item = new WorkItem;
+  std::lock_guard lock(s_->all_items_mutex);
+  s_->all_items.push_back(item);
+  return item;
+}
+
+void Stream::enqueue(WorkItem* item) {
+  // Counted before it is pushed, so completed <= enqueued always holds and a synchronize() that reads
+  // `enqueued` after its own enqueue covers every item queued ahead of it.
+  s_->enqueued.fetch_add(1, std::memory_order_acq_rel);
+  const bool pushed = s_->queue.push(item);
+  OPENREG_SIM_ASSERT(pushed, "lock-free queue push failed");
+  // acq_rel: release publishes the push to the owner; acquire (on 0 -> 1) makes the previous owner's
+  // writes (recycled items, `self` reset) visible to us, the new owner.
+  if (s_->pending.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    s_->self = shared_from_this();
+    s_->device->schedule(*this);
+  }
+}
+
+void Stream::launch(const char* name, Task fn) {
+  if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
+  WorkItem* item = acquire_item();
+  item->kind = ItemKind::kKernel;
+  item->name = name != nullptr ? name : "kernel";
+  item->fn = std::move(fn);
+  enqueue(item);
+}
+
+void Stream::host_callback(const char* name, Task fn) {
+  if (!fn) throw_error(Errc::kInvalidArgument, "host callback with an empty task");
+  WorkItem* item = acquire_item();
+  item->kind = ItemKind::kHostCallback;
+  item->name = name != nullptr ? name : "host callback";
+  item->fn = std::move(fn);
+  enqueue(item);
+}
+
+void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* name) {
+  if (bytes == 0) {
+    s_->pool.push(acquire_item());  // nothing to move; acquire only for the destroyed-stream check
+    return;
+  }
+  if (dst == nullptr || src == nullptr) throw_error(Errc::kInvalidArgument, "copy with a null pointer");
+  Runtime& runtime = device().runtime();
+  // A device range must lie inside one live allocation: an overrun is an error, not a corruption.
+  auto device_side = [&](const void* p, const char* what) {
+    std::optional<int> d = runtime.device_of(p);
+    if (!d) return false;
+    std::uintptr_t begin = 0, end = 0;
+    runtime.device(*d).memory().find(p, &begin, &end);
+    if (bytes > end - reinterpret_cast<std::uintptr_t>(p)) {
+      throw_error(Errc::kInvalidArgument, std::string("copy of ") + std::to_string(bytes) + " bytes overruns the " +
+                                              what + " allocation on openreg:" + std::to_string(*d));
+    }
+    return true;
+  };
+  const bool dst_on_device = device_side(dst, "destination");
+  const bool src_on_device = device_side(src, "source");
+  WorkItem* item = acquire_item();
+  item->kind = ItemKind::kCopy;
+  item->name = name != nullptr ? name : "copy";
+  item->dst = dst;
+  item->src = src;
+  item->bytes = bytes;
+  item->engine = &s_->device->copy_engine(/*inbound=*/dst_on_device && !src_on_device);
+  enqueue(item);
+}
+
+void Stream::record(const std::shared_ptr<Event>& event) {
+  if (!event) throw_error(Errc::kInvalidArgument, "record of a null event");
+  WorkItem* item = acquire_item();
+  item->kind = ItemKind::kEventRecord;
+  item->name = "event record";
+  item->event = event;
+  item->seq = event->next_record_seq();
+  event->set_device(device_index());
+  enqueue(item);
+}
+
+void Stream::wait(const std::shared_ptr<Event>& event) {
+  if (!event) throw_error(Errc::kInvalidArgument, "wait on a null event");
+  const std::uint64_t seq = event->last_record_seq();
+  WorkItem* item = acquire_item();
+  if (seq == 0) {  // never recorded: nothing to wait for (CUDA semantics)
+    s_->pool.push(item);
+    return;
+  }
+  item->kind = ItemKind::kEventWait;
+  item->name = "event wait";
+  item->event = event;
+  item->seq = seq;
+  enqueue(item);
+}
+
+bool Stream::query() {
+  // `enqueued` first: "completed >= a snapshot taken earlier" proves that snapshot's work is done.
+  const std::uint64_t enqueued = s_->enqueued.load(std::memory_order_acquire);
+  const bool done = s_->completed.load() >= enqueued;
+  std::string message;
+  if (take_error(&message)) throw Error(Errc::kWorkFailed, message);
+  return done;
+}
+
+void Stream::synchronize() {
+  if (tl_running_stream == this) {
+    throw_error(Errc::kInvalidArgument, "synchronize of openreg:" + std::to_string(device_index()) + " stream " +
+                                            std::to_string(s_->id) + " from one of its own work items would never return");
+  }
+  wait_idle();
+  std::string message;
+  if (take_error(&message)) throw Error(Errc::kWorkFailed, message);
+}
+
+void Stream::wait_idle() { s_->completed.wait_at_least(s_->enqueued.load(std::memory_order_acquire)); }
+
+bool Stream::take_error(std::string* message) {
+  if (!s_->has_error.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(s_->error_mutex);
+  if (s_->error.empty()) return false;
+  *message = std::move(s_->error);
+  s_->error.clear();
+  s_->has_error.store(false, std::memory_order_relaxed);  // relaxed: the mutex orders it with the next failure
+  return true;
+}
+
+bool Stream::peek_error(std::string* message) const {
+  if (!s_->has_error.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(s_->error_mutex);
+  if (s_->error.empty()) return false;
+  *message = s_->error;
+  return true;
+}
+
+void Stream::mark_destroyed() noexcept { s_->destroyed.store(true, std::memory_order_release); }
+
+void Stream::run_task(WorkItem* item) {
+  const bool tracing = trace_enabled();
+  const std::int64_t start = tracing ? now_ns() : 0;
+  const Stream* outer = tl_running_stream;
+  tl_running_stream = this;
+  try {
+    item->fn();
+  } catch (const std::exception& e) {
+    s_->record_failure(item->name, e.what());
+  } catch (...) {
+    s_->record_failure(item->name, "unknown exception");
+  }
+  tl_running_stream = outer;
+  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
+}
+
+void Stream::drain() {
+  State& s = *s_;
+  for (int n = 0; n < kBatch; ++n) {
+    WorkItem* item = nullptr;
+    const bool popped = s.queue.pop(item);
+    OPENREG_SIM_ASSERT(popped, "a scheduled stream has no item (see Note [Stream scheduling])");
+    switch (item->kind) {
+      case ItemKind::kKernel:
+      case ItemKind::kHostCallback:
+        run_task(item);
+        break;
+      case ItemKind::kEventRecord: {
+        const bool tracing = trace_enabled();
+        const std::int64_t start = tracing ? now_ns() : 0;
+        item->event->complete_record(item->seq, *this);
+        if (tracing) trace_record({item->name, device_index(), s.id, item->kind, start, now_ns(), 0});
+        break;
+      }
+      case ItemKind::kEventWait:
+        // Parked: ownership (and the item) passed to the event, which resumes us; `this` must not be
+        // touched any more here.
+        if (!item->event->ready_or_park(item->seq, *this, item)) return;
+        break;
+      case ItemKind::kCopy:
+        item->engine->submit(*this, item);  // parked likewise; the engine resumes us
+        return;
+    }
+    if (!finish(item)) return;  // ownership released; `this` may already be gone
+  }
+  s.device->schedule(*this);  // still the owner: go to the back of the device's ready queue
+}
+
+bool Stream::finish(WorkItem* item) {
+  State& s = *s_;
+  item->clear();  // captured state dies before the item counts as complete
+  s.pool.push(item);
+  s.completed.increment();
+  // Moved out before giving up the token: once `pending` reaches 0 a new owner may set `self`.
+  std::shared_ptr<Stream> keep = std::move(s.self);
+  // acq_rel: release hands our writes to the next owner; acquire pairs with enqueuers' increments.
+  if (s.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) return false;  // `keep` may free *this
+  s.self = std::move(keep);
+  return true;
+}
+
+void Stream::resume(WorkItem* item) {
+  if (finish(item)) s_->device->schedule(*this);
+}
+
+const char* intern_name(const char* name) {
+  if (name == nullptr) return "";
+  // Leaked on purpose: names must outlive every item and trace record, including during exit.
+  static std::mutex* mutex = new std::mutex;
+  static auto* names = new std::unordered_set<std::string>;
+  std::lock_guard lock(*mutex);
+  return names->emplace(name).first->c_str();
+}
+
+}  // namespace openreg::sim

@@ -1,0 +1,37 @@
+#pragma once
+// WorkItem: one entry of a stream's queue. Items are pooled per stream (see Stream::State) so that a
+// steady stream of launches does not allocate: an item is taken from the pool by the enqueuer, owned
+// by the queue until the stream's drainer (or a copy engine, or an event's waiter list, while the
+// stream is parked) completes it, then returned to the pool.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "openreg/sim/event.h"
+#include "openreg/sim/stream.h"
+#include "openreg/sim/task.h"
+
+namespace openreg::sim {
+
+class CopyEngine;
+
+struct WorkItem {
+  ItemKind kind = ItemKind::kKernel;
+  const char* name = "";
+  Task fn;                        // kKernel, kHostCallback
+  void* dst = nullptr;            // kCopy
+  const void* src = nullptr;      // kCopy
+  std::size_t bytes = 0;          // kCopy
+  CopyEngine* engine = nullptr;   // kCopy: chosen at enqueue from the pointers
+  std::shared_ptr<Event> event;   // kEventRecord, kEventWait
+  std::uint64_t seq = 0;          // kEventRecord: this record's number; kEventWait: the record awaited
+
+  //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
+  void clear() noexcept {
+    fn.reset();
+    event.reset();
+  }
+};
+
+}  // namespace openreg::sim

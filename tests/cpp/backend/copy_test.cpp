@@ -1,0 +1,122 @@
+// Copies between CPU and openreg devices and between devices, with conversions and strided layouts,
+// plus the ops around them (empty, fill_, item, resize_).
+
+#include "backend/OpenRegHostAllocator.h"
+#include "backend/OpenRegRuntime.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <memory>
+
+namespace {
+
+const bool g_env = [] {
+  setenv("OPENREG_DEVICE_COUNT", "2", 1);
+  // What torch_openreg does from Python; ATen then treats openreg as the accelerator (pinned memory).
+  c10::register_privateuse1_backend("openreg");
+  return true;
+}();
+
+at::TensorOptions on(int device) {
+  return at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+}
+
+at::Tensor sample() {
+  return at::arange(24, at::kFloat).reshape({4, 6});
+}
+
+TEST(CopyTest, EmptyLandsOnTheRequestedDevice) {
+  at::Tensor t = at::empty({3, 5}, on(1));
+  EXPECT_EQ(t.device(), c10::Device(c10::DeviceType::PrivateUse1, 1));
+  EXPECT_EQ(c10::openreg::current_device(), 0);  // the factory's guard restored the device
+  EXPECT_THROW(at::empty({1}, on(7)), c10::IndexError);
+}
+
+TEST(CopyTest, HostToDeviceToHostRoundTrip) {
+  const at::Tensor host = sample();
+  const at::Tensor back = host.to(on(0)).cpu();
+  EXPECT_TRUE(at::equal(back, host));
+}
+
+TEST(CopyTest, BlockingCopyFromPageableMemoryIsCompleteOnReturn) {
+  const at::Tensor host = sample();
+  at::Tensor dev = at::empty({4, 6}, on(0));
+  dev.copy_(host);
+  // Device memory is host memory: read it directly, without synchronizing.
+  std::vector<float> raw(24);
+  std::memcpy(raw.data(), dev.const_data_ptr(), sizeof(float) * raw.size());
+  EXPECT_TRUE(at::equal(at::from_blob(raw.data(), {4, 6}, at::kFloat), host));
+}
+
+TEST(CopyTest, NonBlockingCopiesFromPinnedMemoryAreOrderedOnTheStream) {
+  at::Tensor pinned = at::empty({4, 6}, at::TensorOptions().pinned_memory(true));
+  EXPECT_TRUE(c10::openreg::is_pinned_ptr(pinned.const_data_ptr()));
+  pinned.copy_(sample());
+  at::Tensor dev = at::empty({4, 6}, on(0));
+  dev.copy_(pinned, /*non_blocking=*/true);
+  at::Tensor out = at::empty({4, 6}, at::TensorOptions().pinned_memory(true));
+  out.copy_(dev, /*non_blocking=*/true);
+  c10::openreg::current_sim_stream(0).synchronize();
+  EXPECT_TRUE(at::equal(out, sample()));
+}
+
+TEST(CopyTest, StridedAndConvertingCopies) {
+  const at::Tensor host = sample();
+  const at::Tensor dev = host.to(on(0));
+  EXPECT_TRUE(at::equal(dev.t().cpu(), host.t()));                          // strided device -> host
+  at::Tensor into = at::empty({6, 4}, on(0).dtype(at::kDouble));
+  into.copy_(host.t());                                                      // strided host -> device, convert
+  EXPECT_TRUE(at::equal(into.cpu(), host.t().to(at::kDouble)));
+  at::Tensor same_device = at::empty({6, 4}, on(0).dtype(at::kInt));
+  same_device.copy_(dev.t());                                                // device kernel
+  EXPECT_TRUE(at::equal(same_device.cpu(), host.t().to(at::kInt)));
+  at::Tensor broadcast = at::empty({3, 6}, on(0));
+  broadcast.copy_(at::arange(6, at::kFloat));
+  EXPECT_TRUE(at::equal(broadcast.cpu(), at::arange(6, at::kFloat).expand({3, 6})));
+}
+
+TEST(CopyTest, PeerCopiesBetweenDevices) {
+  const at::Tensor host = sample();
+  const at::Tensor on0 = host.to(on(0));
+  const at::Tensor on1 = on0.to(on(1));
+  EXPECT_EQ(on1.device().index(), 1);
+  EXPECT_TRUE(at::equal(on1.cpu(), host));
+  at::Tensor strided = at::empty({6, 4}, on(1).dtype(at::kLong));
+  strided.copy_(on0.t());
+  EXPECT_TRUE(at::equal(strided.cpu(), host.t().to(at::kLong)));
+}
+
+TEST(CopyTest, FillAndItemAreStreamOrdered) {
+  at::Tensor t = at::empty({1000}, on(1));
+  t.fill_(2.5);
+  EXPECT_EQ(t[999].item<float>(), 2.5f);
+  EXPECT_THROW(t.item(), c10::Error);  // more than one element
+}
+
+TEST(CopyTest, PendingKernelsKeepTheMetadataTheyWereEnqueuedWith) {
+  at::Tensor t = at::zeros({4, 6}).to(on(0));
+  // Hold the stream so the fill below is still pending when the metadata changes.
+  auto gate = std::make_shared<std::promise<void>>();
+  auto opened = gate->get_future().share();
+  c10::openreg::current_sim_stream(0).host_callback("test::stall", [opened] { opened.wait(); });
+  t.fill_(7.0);
+  t.as_strided_({2}, {1});
+  gate->set_value();
+  c10::openreg::current_sim_stream(0).synchronize();
+  t.as_strided_({4, 6}, {6, 1});
+  EXPECT_TRUE(at::equal(t.cpu(), at::full({4, 6}, 7.0f)));
+}
+
+TEST(CopyTest, ResizeKeepsTheOldBytes) {
+  at::Tensor t = sample().reshape({24}).to(on(0));
+  t.resize_({48});
+  EXPECT_EQ(t.numel(), 48);
+  EXPECT_TRUE(at::equal(t.slice(0, 0, 24).cpu(), sample().reshape({24})));
+}
+
+}  // namespace

@@ -1,0 +1,60 @@
+#pragma once
+// Helpers shared by the sim tests: runtimes with explicit configs, and bounded waits that fail a test
+// instead of hanging it.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "openreg/sim/config.h"
+#include "openreg/sim/runtime.h"
+
+namespace openreg::sim::test {
+
+// Sanitizers slow everything down by 5-20x; stress sizes scale with this.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr int kSanitizerDivisor = 10;
+#else
+inline constexpr int kSanitizerDivisor = 1;
+#endif
+
+// Generous: these bound hangs, they do not measure anything.
+inline constexpr auto kDeadline = std::chrono::seconds(20);
+
+inline Config make_config(int devices, int threads, std::uint64_t capacity = std::uint64_t{1} << 30,
+                          std::uint64_t bandwidth = kUnlimitedBandwidth) {
+  Config c;
+  c.device_count = devices;
+  c.compute_threads = threads;
+  c.memory_capacity = capacity;
+  c.copy_bandwidth = bandwidth;
+  return c;
+}
+
+//! Spins (yielding) until pred() or the deadline; returns pred().
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::steady_clock::duration deadline = kDeadline) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+//! A gate that work items block on (with a deadline) until the test opens it.
+class Gate {
+ public:
+  void open() { open_.store(true, std::memory_order_release); }
+  //! Waits for open(); false if the deadline passed first.
+  bool wait() const {
+    return eventually([this] { return open_.load(std::memory_order_acquire); });
+  }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+}  // namespace openreg::sim::test

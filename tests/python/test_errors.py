@@ -1,0 +1,181 @@
+"""Bad input: a clear error of the type torch.cuda users expect, never a crash or a hang, and the process
+stays usable afterwards."""
+
+import pytest
+import torch
+
+INVALID_INDEX = 2  # the suite runs with 2 devices
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: torch.openreg.set_device(INVALID_INDEX),
+        lambda: torch.openreg.synchronize(INVALID_INDEX),
+        lambda: torch.openreg.synchronize(-1),
+        lambda: torch.openreg.current_stream(INVALID_INDEX),
+        lambda: torch.openreg.default_stream(INVALID_INDEX),
+        lambda: torch.openreg.Stream(device=INVALID_INDEX),
+        lambda: torch.openreg.memory_allocated(INVALID_INDEX),
+        lambda: torch.openreg.memory_stats(-1),
+        lambda: torch.openreg.get_device_properties(INVALID_INDEX),
+        lambda: torch.openreg.get_rng_state(INVALID_INDEX),
+        lambda: torch.openreg.device(INVALID_INDEX).__enter__(),
+        lambda: torch.empty(1, device=f"openreg:{INVALID_INDEX}"),
+        lambda: torch.ones(2).to(f"openreg:{INVALID_INDEX}"),
+    ],
+    ids=[
+        "set_device",
+        "synchronize",
+        "synchronize_negative",
+        "current_stream",
+        "default_stream",
+        "Stream",
+        "memory_allocated",
+        "memory_stats_negative",
+        "get_device_properties",
+        "get_rng_state",
+        "device_context",
+        "empty",
+        "to",
+    ],
+)
+def test_invalid_device_index_raises_index_error(call):
+    with pytest.raises(IndexError, match="Invalid device index"):
+        call()
+    assert torch.openreg.current_device() == 0
+    assert torch.ones(2, device="openreg").cpu().sum().item() == 2.0
+
+
+@pytest.mark.parametrize("device", [1.5, "cpu", torch.device("cpu"), "cuda:0", [0], object(), True])
+def test_wrong_device_type_raises_value_error(device):
+    with pytest.raises(ValueError):
+        torch.openreg.set_device(device)
+    with pytest.raises(ValueError):
+        torch.openreg.memory_allocated(device)
+
+
+def test_malformed_device_string_raises_runtime_error():
+    with pytest.raises(RuntimeError):
+        torch.openreg.set_device("not-a-device")
+    with pytest.raises(RuntimeError, match="negative"):
+        torch.device("openreg", -1)
+
+
+def test_device_index_is_required_where_there_is_no_default():
+    with pytest.raises(ValueError):
+        torch.openreg.set_device(None)
+
+
+def test_set_stream_rejects_streams_of_another_device_type():
+    cpu_stream = torch.Stream(stream_id=0, device_index=-1, device_type=0)  # a CPU stream
+    with pytest.raises(ValueError, match="openreg"):
+        torch.openreg.set_stream(cpu_stream)
+    with pytest.raises(ValueError, match="openreg"):
+        torch.openreg.stream(cpu_stream)
+    with pytest.raises(TypeError):
+        torch.openreg.set_stream("openreg:0")
+    assert torch.openreg.current_stream() == torch.openreg.default_stream()
+
+
+# torch.openreg.Event is a torch.Event, whose elapsed_time raises ValueError for these (on CUDA too).
+def test_elapsed_time_of_unrecorded_event_raises():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    with pytest.raises(ValueError, match="recorded"):
+        start.elapsed_time(end)
+    end.record()
+    end.synchronize()
+    with pytest.raises(ValueError, match="recorded"):
+        start.elapsed_time(end)  # start still unrecorded
+
+
+def test_elapsed_time_of_non_timing_events_raises():
+    start = torch.openreg.Event()
+    end = torch.openreg.Event()
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.raises(ValueError, match="enable_timing"):
+        start.elapsed_time(end)
+
+
+def test_interprocess_events_are_refused():
+    with pytest.raises(ValueError, match="interprocess"):
+        torch.openreg.Event(interprocess=True)
+
+
+def test_out_of_memory_raises_and_the_device_stays_usable():
+    torch.openreg.synchronize()
+    before = torch.openreg.memory_allocated()
+    capacity = torch.openreg.get_device_properties(0).total_memory
+    with pytest.raises(torch.OutOfMemoryError, match="out of memory"):
+        torch.empty(capacity + (1 << 20), dtype=torch.uint8, device="openreg")
+    assert issubclass(torch.openreg.OutOfMemoryError, RuntimeError)
+    assert torch.openreg.memory_allocated() == before
+    x = torch.full((4,), 3.0, device="openreg")
+    assert x.cpu().sum().item() == 12.0
+
+
+def test_out_of_memory_after_filling_the_device(run_python, check_ok):
+    # A small capacity: the allocator must give up when memory is really used up, not only for one
+    # oversized request, and recover once tensors are freed.
+    proc = run_python(
+        """
+        import torch
+        held = []
+        try:
+            for _ in range(100):
+                held.append(torch.empty(1 << 20, dtype=torch.uint8, device="openreg"))
+        except torch.OutOfMemoryError as err:
+            print("OOM after", len(held), "MiB:", err)
+        else:
+            raise AssertionError("100 MiB fitted into 16 MiB")
+        assert 0 < len(held) <= 16
+        held.clear()
+        torch.openreg.synchronize()
+        torch.openreg.empty_cache()
+        again = [torch.empty(1 << 20, dtype=torch.uint8, device="openreg") for _ in range(8)]
+        print("RECOVERED")
+        """,
+        env={"OPENREG_MEMORY_CAPACITY": "16MiB"},
+    )
+    check_ok(proc)
+    assert "RECOVERED" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "variable,value",
+    [
+        ("OPENREG_DEVICE_COUNT", "two"),
+        ("OPENREG_MEMORY_CAPACITY", "12 parsecs"),
+    ],
+)
+def test_malformed_environment_variable_is_named(run_python, check_ok, variable, value):
+    # Two variables stand for all: the sim's C++ tests cover each variable's parsing.
+    proc = run_python(
+        f"""
+        import torch
+        assert torch.openreg.device_count() == 0
+        assert not torch.openreg.is_available()
+        for attempt in range(2):  # the error is stable, not a one-off
+            try:
+                torch.empty(1, device="openreg")
+            except RuntimeError as err:
+                assert "{variable}" in str(err), err
+            else:
+                raise AssertionError("a malformed {variable} was accepted")
+        try:
+            torch.openreg.init()
+        except RuntimeError as err:
+            assert "{variable}" in str(err), err
+        else:
+            raise AssertionError("init() accepted a malformed {variable}")
+        assert not torch.openreg.is_initialized()
+        assert torch.ones(3).sum().item() == 3.0  # the process stays usable
+        print("NAMED")
+        """,
+        env={variable: value},
+    )
+    check_ok(proc)
+    assert "NAMED" in proc.stdout

@@ -1,0 +1,291 @@
+"""Differential sweep over PyTorch's OpInfo database: every op's float32 samples on openreg vs CPU.
+
+Forward for every op, backward for ops that support autograd. Inputs are made on CPU and moved, so both
+sides see the same values. Random ops (detected by running them twice on CPU) are compared by shape and
+dtype only. An op whose CPU run raises must raise on openreg too.
+
+In pytest: a fixed representative subset (CI, a few minutes on 2 cores); OPENREG_OPINFO=full runs the
+whole database. As a script:
+
+    python tests/python/test_opinfo.py --full --report bench/results/opinfo.json
+
+prints pass/fail counts and every failure with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+import pytest
+import torch
+
+DEV = "openreg"
+DTYPE = torch.float32
+RTOL, ATOL = 1e-4, 1e-4
+
+# The CI subset: common ops of every family (elementwise, reductions, linear algebra, indexing, shape,
+# nn.functional, random, data-dependent), enough to catch a regression in any execution path.
+SUBSET = [
+    "abs", "add", "addcmul", "addmm", "amax", "argmax", "atan2", "baddbmm", "bernoulli", "bmm", "cat",
+    "cdist", "clamp", "cumsum", "diag", "diagonal", "div", "einsum", "exp", "expand", "flip", "gather",
+    "index_add", "index_put", "index_select", "kthvalue", "lerp", "linalg.norm", "log_softmax", "logsumexp",
+    "masked_fill", "masked_select", "matmul", "max", "mean", "mm", "mul", "mv", "nn.functional.avg_pool2d",
+    "nn.functional.batch_norm", "nn.functional.conv2d", "nn.functional.cross_entropy",
+    "nn.functional.dropout", "nn.functional.embedding", "nn.functional.gelu", "nn.functional.interpolate",
+    "nn.functional.layer_norm", "nn.functional.linear", "nn.functional.max_pool2d",
+    "nn.functional.mse_loss", "nn.functional.pad", "nn.functional.relu", "nonzero", "norm", "permute",
+    "pow", "prod", "repeat", "reshape", "roll", "rsqrt", "scatter", "scatter_add", "sigmoid", "softmax",
+    "sort", "split", "squeeze", "stack", "std", "sum", "t", "take", "tanh", "topk", "transpose", "tril",
+    "unbind", "unique", "unfold", "var_mean", "view", "where", "zeros_like", "arange", "randn",
+    "normal", "rand_like", "_foreach_add", "_foreach_mul", "new_full", "linalg.solve", "cholesky",
+]
+MAX_SAMPLES_SUBSET = 4
+
+
+def full_mode() -> bool:
+    return os.environ.get("OPENREG_OPINFO", "") == "full"
+
+
+def load_ops():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ops = [op for op in op_db if DTYPE in op.supported_dtypes("cpu")]
+    return ops
+
+
+def op_id(op) -> str:
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+# --- moving samples ---------------------------------------------------------------------------------
+
+def to_device(value):
+    if isinstance(value, torch.Tensor):
+        moved = value.detach().to(DEV)
+        return moved.requires_grad_(value.requires_grad) if value.is_floating_point() or value.is_complex() else moved
+    if isinstance(value, torch.device) and value.type == "cpu":
+        return torch.device(DEV)
+    if isinstance(value, str) and value == "cpu":
+        return DEV
+    if isinstance(value, list):
+        return [to_device(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(to_device(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v) for k, v in value.items()}
+    return value
+
+
+def run(op, sample, device_sample):
+    s = device_sample
+    return op(s.input, *s.args, **s.kwargs)
+
+
+def flatten(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            out.extend(flatten(v))
+        return out
+    return [value]
+
+
+def compare(actual, expected, shape_only=False, what="output"):
+    a, e = flatten(actual), flatten(expected)
+    if len(a) != len(e):
+        raise AssertionError(f"{what}: {len(a)} values vs CPU's {len(e)}")
+    for i, (x, y) in enumerate(zip(a, e)):
+        if isinstance(y, torch.Tensor):
+            if not isinstance(x, torch.Tensor):
+                raise AssertionError(f"{what}[{i}]: {type(x).__name__} vs CPU's tensor")
+            if y.device.type == "cpu" and x.device.type != DEV and x.device.type != "cpu":
+                raise AssertionError(f"{what}[{i}]: on {x.device}")
+            if x.shape != y.shape or x.dtype != y.dtype:
+                raise AssertionError(f"{what}[{i}]: {tuple(x.shape)} {x.dtype} vs CPU's {tuple(y.shape)} {y.dtype}")
+            if not shape_only:
+                torch.testing.assert_close(x.detach().cpu(), y.detach(), rtol=RTOL, atol=ATOL, equal_nan=True,
+                                           check_stride=False, msg=lambda m: f"{what}[{i}]: {m}")
+        elif not shape_only and x != y and not (isinstance(y, float) and y != y and x != x):
+            raise AssertionError(f"{what}[{i}]: {x!r} vs CPU's {y!r}")
+
+
+# Ops that draw random numbers: seeded identically, CPU and openreg still draw different streams (as CUDA
+# does), and OpInfo wraps many of them to reseed before every call, so detection alone cannot tell.
+RANDOM_NAME_PARTS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential",
+                     "geometric", "cauchy", "log_normal", "rrelu", "poisson", "randperm")
+
+
+def is_random(op, sample) -> bool:
+    if any(part in op.name for part in RANDOM_NAME_PARTS):
+        return True
+    outs = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        try:
+            outs.append(flatten(op(sample.input, *sample.args, **sample.kwargs)))
+        except Exception:
+            return False
+    for x, y in zip(*outs):
+        if isinstance(x, torch.Tensor) and x.shape == y.shape and not torch.equal(x, y):
+            if not (x.is_floating_point() and torch.equal(x.nan_to_num(), y.nan_to_num())):
+                return True
+    return False
+
+
+def grad_inputs(sample):
+    return [t for t in flatten([sample.input, list(sample.args), list(sample.kwargs.values())])
+            if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def backward(op, sample, out):
+    out = sample.output_process_fn_grad(out)
+    outs = [o for o in flatten(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    inputs = grad_inputs(sample)
+    if not outs or not inputs:
+        return None
+    g = torch.Generator().manual_seed(0)
+    grad_outputs = [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in outs]
+    return torch.autograd.grad(outs, inputs, grad_outputs, allow_unused=True)
+
+
+def check_sample(op, sample, do_backward: bool):
+    """Raises AssertionError describing the first difference between openreg and CPU."""
+    random = is_random(op, sample)
+    dsample = sample.transform(to_device)
+    cpu_error = None
+    try:
+        if random:
+            torch.manual_seed(0)
+        expected = op(sample.input, *sample.args, **sample.kwargs)
+    except Exception as e:  # noqa: BLE001 - any CPU error must be matched on openreg
+        cpu_error = e
+    try:
+        actual = run(op, sample, dsample)
+        torch.openreg.synchronize()
+    except Exception as e:  # noqa: BLE001
+        if cpu_error is not None:
+            return
+        raise AssertionError(f"forward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if cpu_error is not None:
+        raise AssertionError(f"CPU raised {type(cpu_error).__name__} ({str(cpu_error).splitlines()[0]}) "
+                             f"but openreg did not")
+    compare(actual, expected, shape_only=random)
+    if not do_backward or random:
+        return
+    try:
+        expected_grads = backward(op, sample, expected)
+    except Exception:  # noqa: BLE001 - not differentiable for this sample on CPU either
+        return
+    if expected_grads is None:
+        return
+    try:
+        actual_grads = backward(op, dsample, actual)
+        torch.openreg.synchronize()
+    except Exception as e:  # noqa: BLE001
+        raise AssertionError(f"backward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    compare([g for g in actual_grads if g is not None], [g for g in expected_grads if g is not None],
+            what="grad")
+
+
+def samples_of(op, limit):
+    samples = op.sample_inputs("cpu", DTYPE, requires_grad=op.supports_autograd)
+    out = []
+    for s in samples:
+        out.append(s)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def check_op(op, limit):
+    for i, sample in enumerate(samples_of(op, limit)):
+        try:
+            check_sample(op, sample, op.supports_autograd)
+        except AssertionError as e:
+            raise AssertionError(f"sample {i}: {e}") from None
+
+
+# --- pytest ----------------------------------------------------------------------------------------
+
+def _selected():
+    try:
+        ops = load_ops()
+    except Exception:  # noqa: BLE001 - torch without its testing package
+        return []
+    if full_mode():
+        return ops
+    wanted = set(SUBSET)
+    return [op for op in ops if op.name in wanted and not op.variant_test_name]
+
+
+_OPS = _selected()
+
+
+def test_subset_is_found():
+    assert full_mode() or len(_OPS) >= len(SUBSET) * 0.9, [n for n in SUBSET if n not in {o.name for o in _OPS}]
+
+
+@pytest.mark.parametrize("op", _OPS, ids=op_id)
+def test_op_matches_cpu(op):
+    check_op(op, None if full_mode() else MAX_SAMPLES_SUBSET)
+
+
+# --- script ----------------------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="every op of op_db (default: the CI subset)")
+    parser.add_argument("--max-samples", type=int, default=None, help="samples per op (default: all)")
+    parser.add_argument("--only", nargs="*", help="op ids to run")
+    parser.add_argument("--report", help="write the results as JSON here")
+    args = parser.parse_args()
+    if not hasattr(torch, "openreg"):  # autoload off or the package not installed: load it explicitly
+        import torch_openreg  # noqa: F401
+
+    ops = load_ops()
+    if not args.full:
+        ops = [op for op in ops if op.name in set(SUBSET) and not op.variant_test_name]
+    if args.only:
+        ops = [op for op in ops if op_id(op) in set(args.only) or op.name in set(args.only)]
+    results = {}
+    start = time.time()
+    for n, op in enumerate(ops):
+        t0 = time.time()
+        try:
+            check_op(op, args.max_samples)
+            results[op_id(op)] = {"status": "pass"}
+        except Exception as e:  # noqa: BLE001
+            reason = str(e) if isinstance(e, AssertionError) else f"{type(e).__name__}: {e}"
+            if not isinstance(e, AssertionError):
+                reason += "\n" + traceback.format_exc(limit=3)
+            results[op_id(op)] = {"status": "fail", "reason": reason[:2000]}
+            try:
+                torch.openreg.synchronize()
+            except Exception:  # noqa: BLE001 - a failed work item reported late
+                pass
+        results[op_id(op)]["seconds"] = round(time.time() - t0, 3)
+        status = results[op_id(op)]["status"]
+        print(f"[{n + 1}/{len(ops)}] {op_id(op)}: {status}", flush=True)
+    failures = {k: v for k, v in results.items() if v["status"] == "fail"}
+    passed = len(results) - len(failures)
+    print(f"\n{passed}/{len(results)} ops pass ({100.0 * passed / max(1, len(results)):.1f}%) "
+          f"in {time.time() - start:.0f}s; {len(failures)} fail:")
+    for k, v in failures.items():
+        print(f"  {k}: {v['reason'].splitlines()[0] if v['reason'] else ''}")
+    if args.report:
+        os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
+        with open(args.report, "w") as f:
+            json.dump({"passed": passed, "total": len(results), "dtype": str(DTYPE), "results": results}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
