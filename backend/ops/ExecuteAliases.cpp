@@ -51,6 +51,14 @@ const c10::Storage* AliasConverter::source_of(const c10::StorageImpl* standin) c
   return nullptr;
 }
 
+std::vector<c10::Storage> AliasConverter::take_sources() {
+  std::vector<c10::Storage> sources;
+  sources.reserve(storages_.size());
+  for (auto& [r, s] : storages_) sources.push_back(std::move(r));
+  storages_.clear();
+  return sources;
+}
+
 at::Tensor cpu_alias_of(const at::Tensor& t) {
   return make_standin(t, make_standin_storage(t.storage(), AliasTarget::kCpu), AliasTarget::kCpu);
 }

@@ -32,6 +32,10 @@ class AliasConverter {
   //! The openreg storage behind a stand-in storage made by this converter, or nullptr.
   const c10::Storage* source_of(const c10::StorageImpl* standin) const;
 
+  //! Moves out the openreg storages converted so far (what keeps CPU aliases' memory valid) and
+  //! forgets them.
+  std::vector<c10::Storage> take_sources();
+
  private:
   const c10::Storage& standin_storage(const c10::Storage& real);
 

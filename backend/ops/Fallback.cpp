@@ -244,12 +244,19 @@ struct SilentWarnings final : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
+// Note [Work items hold storages, not tensors]
+// A work item must keep the device memory it touches alive, but it must not own the caller's
+// TensorImpls: a TensorImpl that Python also references keeps its PyObject alive while C++ holds
+// extra references, and dropping the last such reference on a device thread would take the GIL there
+// (slow, and fatal while the interpreter shuts down). So the host builds the CPU aliases when it
+// enqueues (new TensorImpls nobody else sees) and the item owns those plus the device storages.
 struct OpWorkItem {
   c10::OperatorHandle op;
   const ExecutePlan* plan;
-  std::vector<IValue> args;        // real arguments (openreg tensors; CPU tensors snapshotted)
-  std::vector<at::Tensor> fresh;   // preallocated fresh outputs, flattened in return order
-  std::uint64_t seed;              // for random ops
+  std::vector<IValue> args;            // CPU aliases of the arguments (CPU tensors snapshotted)
+  std::vector<at::Tensor> fresh;       // CPU aliases of the fresh outputs, flattened in return order
+  std::vector<c10::Storage> storages;  // the device storages behind all of them
+  std::uint64_t seed;                  // for random ops
   int device;
   int compute_threads;
 
@@ -269,18 +276,12 @@ struct OpWorkItem {
     static SilentWarnings silent;
     c10::WarningUtils::WarningHandlerGuard warnings(&silent);
 
-    AliasConverter cpu(AliasTarget::kCpu);
-    IValue generator;
-    if (plan->generator_arg >= 0) generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-    Stack stack;
-    stack.reserve(args.size() + fresh.size());
-    for (size_t i = 0; i < args.size(); ++i) {
-      stack.push_back(convert_arg(args[i], plan->args[i], cpu, generator, c10::kCPU));
-    }
+    Stack stack = std::move(args);
+    if (plan->generator_arg >= 0) stack[plan->generator_arg] = at::make_generator<at::CPUGeneratorImpl>(seed);
     bool all_defined = true;
     for (const auto& t : fresh) all_defined = all_defined && t.defined();
     if (plan->out_op && all_defined) {
-      for (const auto& t : fresh) stack.push_back(cpu.convert(t));
+      for (const auto& t : fresh) stack.push_back(t);
       plan->out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
     } else {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
@@ -289,18 +290,18 @@ struct OpWorkItem {
         const auto& r = plan->returns[j];
         if (r.kind != ReturnKind::kFresh) continue;
         if (r.is_list) {
-          for (const at::Tensor& t : stack[j].toTensorList()) cpu.convert(fresh[f++]).copy_(t);
+          for (const at::Tensor& t : stack[j].toTensorList()) fresh[f++].copy_(t);
         } else if (stack[j].isTensor()) {
           const at::Tensor& out = fresh[f++];
-          if (out.defined()) cpu.convert(out).copy_(stack[j].toTensor());
+          if (out.defined()) out.copy_(stack[j].toTensor());
         }
       }
     }
     // Drop every reference here, on the device thread, rather than whenever the queue recycles the
     // item: storages freed now go back to the allocator in stream order.
     stack.clear();
-    args.clear();
     fresh.clear();
+    storages.clear();
   }
 };
 
@@ -413,9 +414,16 @@ bool run_async(const c10::OperatorHandle& op, const ExecutePlan& plan, Stack* st
   }
 
   if (plan.writes || !fresh.empty()) {
-    OpWorkItem item{op, &plan, {}, std::move(fresh), take_seed(plan, args, device), device, 0};
-    item.args.reserve(n);
-    for (size_t i = 0; i < n; ++i) item.args.push_back(snapshot_cpu_tensors(args[i], plan.args[i]));
+    OpWorkItem item{op, &plan, {}, {}, {}, take_seed(plan, args, device), device, 0};
+    AliasConverter cpu(AliasTarget::kCpu);
+    const IValue none;
+    item.args.reserve(n + fresh.size());
+    for (size_t i = 0; i < n; ++i) {
+      item.args.push_back(convert_arg(snapshot_cpu_tensors(args[i], plan.args[i]), plan.args[i], cpu, none, c10::kCPU));
+    }
+    item.fresh.reserve(fresh.size());
+    for (const auto& t : fresh) item.fresh.push_back(cpu.convert(t));
+    item.storages = cpu.take_sources();
     c10::openreg::translate_sim_errors([&] {
       auto& stream = c10::openreg::current_sim_stream(device);
       item.compute_threads = stream.device().compute_threads();

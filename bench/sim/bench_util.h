@@ -1,6 +1,8 @@
 #pragma once
 // Helpers for the sim benchmarks: explicit runtimes, medians, and a calibrated CPU-bound spin.
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -37,15 +39,22 @@ inline std::uint64_t spin(std::uint64_t iterations) {
   return x;
 }
 
+inline std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 //! Iterations of spin() that take about `ms` milliseconds on this thread (best of a few tries).
 inline std::uint64_t calibrate_spin(double ms) {
   constexpr std::uint64_t kProbe = 1'000'000;
   double best = 1e30;
   for (int i = 0; i < 5; ++i) {
-    const auto t0 = now_ns();
+    // Thread CPU time, not wall time: on a busy machine the wall clock also counts time descheduled.
+    const auto t0 = thread_cpu_ns();
     volatile std::uint64_t sink = spin(kProbe);
     (void)sink;
-    best = std::min(best, static_cast<double>(now_ns() - t0));
+    best = std::min(best, static_cast<double>(thread_cpu_ns() - t0));
   }
   return static_cast<std::uint64_t>(ms * 1e6 / best * kProbe);
 }

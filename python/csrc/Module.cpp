@@ -9,6 +9,8 @@
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
 
+#include <openreg/sim/trace.h>
+
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
@@ -128,4 +130,22 @@ PYBIND11_MODULE(_C, m) {
 
   // --- pinned host memory ---
   m.def("_is_pinned_ptr", [](std::uintptr_t ptr) { return ore::is_pinned_ptr(reinterpret_cast<const void*>(ptr)); });
+
+  // --- device timeline (torch_openreg/trace.py writes it as Chrome trace JSON) ---
+  m.def("_trace_start", [] { ::openreg::sim::trace_start(); });
+  // Returns [(name, device, stream, kind, start_ns, end_ns, bytes)], kind numbered as sim::ItemKind.
+  m.def("_trace_stop", [] {
+    std::vector<::openreg::sim::TraceRecord> records;
+    {
+      pybind11::gil_scoped_release no_gil;
+      records = ::openreg::sim::trace_stop();
+    }
+    pybind11::list out(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const auto& r = records[i];
+      out[i] = pybind11::make_tuple(r.name, r.device, r.stream, static_cast<int>(r.kind), r.start_ns, r.end_ns,
+                                    r.bytes);
+    }
+    return out;
+  });
 }

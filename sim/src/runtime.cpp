@@ -142,7 +142,9 @@ void* Runtime::host_alloc_pinned(std::size_t bytes) {
   }
   const std::size_t rounded = (bytes + DeviceMemory::kAlignment - 1) / DeviceMemory::kAlignment * DeviceMemory::kAlignment;
   void* p = std::aligned_alloc(DeviceMemory::kAlignment, rounded);
-  if (p == nullptr) throw OutOfMemoryError(-1, bytes, 0, 0);
+  if (p == nullptr) {
+    throw_error(Errc::kOutOfMemory, "pinned host allocation of " + format_bytes(bytes) + " failed: the host is out of memory");
+  }
   s_->pinned.insert(p, bytes);
   return p;
 }

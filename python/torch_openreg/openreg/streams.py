@@ -138,6 +138,7 @@ class StreamContext:
         if self.stream is None:
             return
         self.src_prev_stream = current_stream()
+        self.dst_prev_stream = None
         if self.src_prev_stream.device != self.stream.device:
             self.dst_prev_stream = current_stream(self.stream.device)
         torch.accelerator.set_stream(self.stream)

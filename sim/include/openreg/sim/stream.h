@@ -79,6 +79,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   //! Blocks until all work enqueued before the call has run (short spin, then a futex wait).
   //! Throws WorkFailed (once) if an item failed; the stream keeps working afterwards.
+  //! Called from one of this stream's own items it throws kInvalidArgument (it could never return).
   void synchronize();
 
   //! Number of items ever enqueued / completed (monotonic; for tests and stats).

@@ -1,0 +1,239 @@
+"""Op execution on openreg vs CPU eager, measured in the same run.
+
+Prints a table and writes bench/results/ops_bench.json. Sections (each in its own process, because the
+openreg configuration is read once per process):
+
+  small      per-op host time of small ops (elementwise on 1..1024 elements, mm 32x32): openreg / CPU
+  async      host return time of a 2048x2048 mm vs its execution time
+  large      throughput of large ops (mm 2048, conv2d batch): CPU time / openreg time
+  streams    small independent kernels on two streams of one device vs one stream
+  devices    the same work over openreg:0 and openreg:1 vs one device
+
+`small`, `async`, `large` and `streams` give each device all the machine's cores
+(OPENREG_COMPUTE_THREADS = cores), as CPU eager has them; `devices` keeps the default split (cores /
+device count per device), so two devices together have what one CPU process has.
+
+Usage: python bench/python/ops_bench.py [--quick] [--out bench/results/ops_bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+CORES = os.cpu_count() or 1
+TARGETS = {
+    "small": "openreg/CPU per-op host time <= 2.0 (stretch 1.5)",
+    "async": "return time / execution time < 5%",
+    "large": "CPU time / openreg time >= 0.85",
+    "streams": "two streams / one stream throughput >= 1.6",
+    "devices": "two devices / one device throughput >= 1.6",
+}
+
+
+def _setup():
+    import torch
+
+    if not hasattr(torch, "openreg"):
+        import torch_openreg  # noqa: F401
+    return torch
+
+
+def per_call_us(fn, n, warmup=50):
+    for _ in range(warmup):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def best_of(k, measure):
+    return min(measure() for _ in range(k))
+
+
+def section_small(quick):
+    torch = _setup()
+    n = 500 if quick else 3000
+    rows = []
+    cases = []
+    for size in (1, 16, 256, 1024):
+        cases += [(f"add[{size}]", (size,), lambda a, b: a + b), (f"mul[{size}]", (size,), lambda a, b: a * b),
+                  (f"relu[{size}]", (size,), lambda a, b: a.relu())]
+    cases.append(("mm[32x32]", (32, 32), lambda a, b: a @ b))
+    for name, shape, fn in cases:
+        a, b = torch.randn(shape), torch.randn(shape)
+        da, db = a.to("openreg"), b.to("openreg")
+        cpu = best_of(3, lambda: per_call_us(lambda: fn(a, b), n))
+
+        def dev_measure():
+            r = per_call_us(lambda: fn(da, db), n)
+            torch.openreg.synchronize()
+            return r
+
+        dev = best_of(3, dev_measure)
+        rows.append({"op": name, "cpu_us": round(cpu, 2), "openreg_us": round(dev, 2), "ratio": round(dev / cpu, 2)})
+    return rows
+
+
+def section_async(quick):
+    torch = _setup()
+    a = torch.randn(2048, 2048, device="openreg")
+    b = torch.randn(2048, 2048, device="openreg")
+    (a @ b)
+    torch.openreg.synchronize()
+    rows = []
+    for _ in range(2 if quick else 5):
+        t0 = time.perf_counter()
+        c = a @ b
+        t1 = time.perf_counter()
+        torch.openreg.synchronize()
+        t2 = time.perf_counter()
+        rows.append({"return_ms": round((t1 - t0) * 1e3, 3), "execution_ms": round((t2 - t0) * 1e3, 2),
+                     "ratio_pct": round(100 * (t1 - t0) / (t2 - t0), 3)})
+        del c
+    return rows
+
+
+def section_large(quick):
+    torch = _setup()
+    reps = 2 if quick else 5
+    rows = []
+    cases = [
+        ("mm[2048]", lambda dev: (torch.randn(2048, 2048, device=dev), torch.randn(2048, 2048, device=dev)),
+         lambda a, b: a @ b),
+        ("conv2d[16x32x64x64,k3]", lambda dev: (torch.randn(16, 32, 64, 64, device=dev),
+                                               torch.randn(64, 32, 3, 3, device=dev)),
+         lambda x, w: torch.nn.functional.conv2d(x, w, padding=1)),
+    ]
+    for name, make, fn in cases:
+        times = {}
+        for dev in ("cpu", "openreg"):
+            args = make(dev)
+            fn(*args)
+            if dev == "openreg":
+                torch.openreg.synchronize()
+
+            def once():
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    fn(*args)
+                if dev == "openreg":
+                    torch.openreg.synchronize()
+                return (time.perf_counter() - t0) / reps * 1e3
+
+            times[dev] = best_of(2, once)
+        rows.append({"op": name, "cpu_ms": round(times["cpu"], 2), "openreg_ms": round(times["openreg"], 2),
+                     "throughput_ratio": round(times["cpu"] / times["openreg"], 3)})
+    return rows
+
+
+def _small_kernel(torch, x):
+    # ~tens of microseconds, single-threaded (a 1-D cumsum is sequential): a "small kernel".
+    return torch.cumsum(x, 0)
+
+
+def section_streams(quick):
+    torch = _setup()
+    count = 200 if quick else 1000
+    xs = [torch.randn(1 << 16, device="openreg") for _ in range(2)]
+    streams = [torch.openreg.Stream(), torch.openreg.Stream()]
+
+    def run(k):
+        torch.openreg.synchronize()
+        t0 = time.perf_counter()
+        for i in range(count):
+            s = streams[i % k]
+            with torch.openreg.stream(s):
+                _small_kernel(torch, xs[i % k])
+        torch.openreg.synchronize()
+        return time.perf_counter() - t0
+
+    run(2)
+    one = best_of(3, lambda: run(1))
+    two = best_of(3, lambda: run(2))
+    return [{"kernels": count, "one_stream_ms": round(one * 1e3, 2), "two_streams_ms": round(two * 1e3, 2),
+             "speedup": round(one / two, 3)}]
+
+
+def section_devices(quick):
+    torch = _setup()
+    count = 200 if quick else 1000
+    xs = {d: torch.randn(1 << 16, device=f"openreg:{d}") for d in (0, 1)}
+
+    def run(k):
+        torch.openreg.synchronize(0)
+        torch.openreg.synchronize(1)
+        t0 = time.perf_counter()
+        for i in range(count):
+            _small_kernel(torch, xs[i % k])
+        torch.openreg.synchronize(0)
+        torch.openreg.synchronize(1)
+        return time.perf_counter() - t0
+
+    run(2)
+    one = best_of(3, lambda: run(1))
+    two = best_of(3, lambda: run(2))
+    threads = torch.openreg.get_device_properties(0).multi_processor_count
+    return [{"kernels": count, "threads_per_device": threads, "one_device_ms": round(one * 1e3, 2),
+             "two_devices_ms": round(two * 1e3, 2), "speedup": round(one / two, 3)}]
+
+
+SECTIONS = {
+    "small": (section_small, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
+    "async": (section_async, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
+    "large": (section_large, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
+    "streams": (section_streams, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
+    "devices": (section_devices, {}),
+}
+
+
+def run_section_in_subprocess(name, quick):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
+    env.update(SECTIONS[name][1])
+    cmd = [sys.executable, os.path.abspath(__file__), "--section", name] + (["--quick"] if quick else [])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_table(name, result):
+    print(f"\n== {name}: {TARGETS[name]}  (env: {SECTIONS[name][1] or 'default'})")
+    if isinstance(result, dict):
+        print(f"   error: {result['error']}")
+        return
+    keys = list(result[0].keys())
+    widths = [max(len(k), *(len(str(r[k])) for r in result)) for k in keys]
+    print("   " + "  ".join(k.rjust(w) for k, w in zip(keys, widths)))
+    for r in result:
+        print("   " + "  ".join(str(r[k]).rjust(w) for k, w in zip(keys, widths)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default: all)")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--out", default=os.path.join("bench", "results", "ops_bench.json"))
+    args = parser.parse_args()
+    if args.section:  # child process: one section, JSON on the last line
+        print(json.dumps(SECTIONS[args.section][0](args.quick)))
+        return 0
+    results = {"cores": CORES, "sections": {}}
+    for name in args.only or list(SECTIONS):
+        results["sections"][name] = run_section_in_subprocess(name, args.quick)
+        print_table(name, results["sections"][name])
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
