@@ -11,7 +11,7 @@ SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
 PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib
 
-CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
+CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
 .PHONY: deps build test test-cpp test-python test-sanitizers demo sim-demo bench stress clean
 
@@ -27,7 +27,8 @@ deps:
 	  { echo "deps: installing Python test/bench packages"; $(PYTHON) -m pip install -q $(filter-out torch%,$(PIP_PACKAGES)); }
 
 $(BUILD_DIR)/build.ninja: | deps
-	cmake -S . -B $(BUILD_DIR) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
 
 # The Python package is installed editable once per checkout; the compiled modules land in
 # python/torch_openreg/ where the editable install finds them.

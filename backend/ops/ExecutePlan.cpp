@@ -98,6 +98,16 @@ bool is_data_dependent(const c10::OperatorHandle& op) {
   return kNames.count(op.operator_name().name) != 0;
 }
 
+// Ops whose (Python) meta kernels give some outputs other shapes than CPU's kernels do, e.g.
+// _embedding_bag's offset2bag / bag_size / max_indices in some modes: their outputs must come from the
+// CPU kernel itself. (Batch norm's eval mode is handled per call: ExecutePlan::batch_norm_training_arg.)
+bool meta_disagrees_with_cpu(const c10::OperatorHandle& op) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::_embedding_bag", "aten::_embedding_bag_forward_only",
+  };
+  return kNames.count(op.operator_name().name) != 0;
+}
+
 // Every overload name of every operator, grouped by operator name; built once (the registry only
 // grows at library load, and the out= overloads of aten ops exist from the start).
 const std::vector<c10::OperatorName>& overloads_of(const std::string& name) {
@@ -163,9 +173,15 @@ std::unique_ptr<ExecutePlan> build_plan(const c10::OperatorHandle& op) {
     if (plan->returns.back().kind == ReturnKind::kNonTensor) plan->sync_only = true;
   }
   plan->random = plan->generator_arg >= 0 || op.hasTag(at::Tag::nondeterministic_seeded);
-  if (is_data_dependent(op)) plan->sync_only = true;
+  if (is_data_dependent(op) || meta_disagrees_with_cpu(op)) plan->sync_only = true;
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
   if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);
+  const auto& name = op.operator_name().name;
+  if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit") {
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      if (schema.arguments()[i].name() == "training") plan->batch_norm_training_arg = static_cast<int>(i);
+    }
+  }
   return plan;
 }
 

@@ -7,6 +7,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -60,6 +61,11 @@ struct ExecutePlan {
   //! are this op's arguments followed by one out tensor per return, so the kernel writes straight into
   //! the preallocated outputs.
   std::optional<c10::OperatorHandle> out_op;
+  //! Set once the out= overload failed where the functional op works (see OpWorkItem::run).
+  mutable std::atomic<bool> out_op_unreliable{false};
+  //! Index of the `training` flag of native_batch_norm-like ops, whose meta kernels size the saved
+  //! statistics even when CPU returns them empty (training=False); -1 for other ops.
+  int batch_norm_training_arg = -1;
 };
 
 //! The plan of `op` (built on first use, then cached).

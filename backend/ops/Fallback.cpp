@@ -2,18 +2,23 @@
 // Every aten op without an explicit PrivateUse1 kernel lands in openreg_fallback below.
 //
 // Async path (the common case): the host computes the outputs' metadata by rerunning the op on Meta
-// stand-ins of the arguments, allocates fresh outputs on the device (the stream-aware caching
-// allocator), resizes out= arguments the meta kernel resized, builds view outputs as metadata over the
-// input's storage, and enqueues ONE work item on the current stream of the op's device. The item owns
-// references to every tensor it touches, so no storage is freed or reused while it is pending; on a
-// device thread it runs the CPU kernel on zero-copy CPU aliases (the out= overload writing straight into
-// the preallocated outputs when the op has one) and then drops those references. The caller returns at
-// once. Errors the kernel would raise are raised by the meta pass first, on the caller's thread.
+// stand-ins of the arguments (or takes it from ExecuteMetaCache when the same op saw the same argument
+// metadata before), allocates fresh outputs on the device (the stream-aware caching allocator),
+// resizes out= arguments the meta kernel resized, builds view outputs as metadata over the input's
+// storage, and enqueues ONE work item on the current stream of the op's device. The item owns CPU
+// aliases of everything it touches and the device storages behind them (Note [Work items hold
+// storages, not tensors]), so no memory is freed or reused while it is pending; on a device thread it
+// runs the CPU kernel on the aliases (the out= overload writing straight into the preallocated outputs
+// when the op has one) and then drops those references. The caller returns at once. Errors the kernel
+// would raise about shapes and dtypes are raised by the meta pass first, on the caller's thread; errors
+// that depend on the data (an index out of range) are raised at the next synchronization, like CUDA's.
 //
 // Sync path: ops whose output shape or result depends on the data (nonzero, item-like returns,
-// asserts), ops with no Meta kernel, and ops whose meta pass failed (which reruns them so the caller
-// gets exactly CPU's error). The host waits for the current stream, runs the CPU kernel on aliases on
-// the calling thread, and copies fresh results into new device tensors.
+// asserts), ops with no Meta kernel or a meta kernel that disagrees with CPU, calls whose written
+// tensors overlap their inputs in ways CPU's kernels decide (CPU then accepts or rejects them), and
+// ops whose meta pass failed (rerun so the caller gets exactly CPU's error). The host waits for the
+// current stream, runs the CPU kernel on aliases on the calling thread, and copies fresh results into
+// new device tensors.
 //
 // Random ops take a seed from the openreg generator when they are *issued* (Note [Random ops take
 // their seed at enqueue time] in OpenRegGenerator.h) and their kernel runs with a CPU generator seeded
@@ -212,13 +217,28 @@ bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.strides() == b.strides() && a.storage_offset() == b.storage_offset();
 }
 
+//! Gives `real` the geometry (sizes, strides, offset), growing its storage when that needs more
+//! memory: resize_ alone would size it for contiguous strides, and kernels may pick padded ones
+//! (LAPACK's leading dimensions).
+void restride(const at::Tensor& real, c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset) {
+  real.resize_(sizes);
+  if (real.strides() == strides && real.storage_offset() == offset) return;
+  int64_t span = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) span = 0;
+    if (span != 0) span += (sizes[d] - 1) * strides[d];
+  }
+  const int64_t needed = (offset + span) * static_cast<int64_t>(real.element_size());
+  if (needed > static_cast<int64_t>(real.storage().nbytes())) {
+    real.resize_({offset + span});  // grows the storage (keeping its contents); the shape is reset below
+  }
+  real.as_strided_(sizes, strides, offset);
+}
+
 //! Gives the real out= tensor the geometry the kernel chose for its stand-in (out= resizing).
 void adopt_geometry(const at::Tensor& real, const at::Tensor& like) {
   if (same_geometry(real, like)) return;
-  real.resize_(like.sizes());
-  if (real.strides() != like.strides() || real.storage_offset() != like.storage_offset()) {
-    real.as_strided_(like.sizes(), like.strides(), like.storage_offset());
-  }
+  restride(real, like.sizes(), like.strides(), like.storage_offset());
 }
 
 void adopt_written_geometry(const ExecutePlan& plan, c10::ArrayRef<IValue> real, c10::ArrayRef<IValue> standin) {
@@ -280,10 +300,27 @@ struct OpWorkItem {
     if (plan->generator_arg >= 0) stack[plan->generator_arg] = at::make_generator<at::CPUGeneratorImpl>(seed);
     bool all_defined = true;
     for (const auto& t : fresh) all_defined = all_defined && t.defined();
-    if (plan->out_op && all_defined) {
-      for (const auto& t : fresh) stack.push_back(t);
-      plan->out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-    } else {
+    bool done = false;
+    if (plan->out_op && all_defined && !plan->out_op_unreliable.load(std::memory_order_relaxed)) {
+      // Some out= kernels resize their output to an intermediate shape on the way (losses computing an
+      // unreduced result first); our aliases cannot grow, which fails before anything is written. Such
+      // an op then runs its functional kernel, now and from then on.
+      // The out= kernel gets its own TensorImpls over the outputs' memory: a failed resize leaves its
+      // tensors claiming the failed size, and the functional path below must not inherit that.
+      Stack out_stack = stack;
+      for (const auto& t : fresh) {
+        out_stack.push_back(at::Tensor(t.unsafeGetTensorImpl()->shallow_copy_and_detach(
+            c10::VariableVersion(/*version=*/0), /*allow_tensor_metadata_change=*/true)));
+      }
+      try {
+        plan->out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &out_stack);
+        done = true;
+      } catch (const c10::Error&) {
+        // Relaxed: a hint read by later items; a stale read only costs one more attempt.
+        plan->out_op_unreliable.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (!done) {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
       size_t f = 0;
       for (size_t j = 0; j < plan->returns.size(); ++j) {
@@ -516,8 +553,7 @@ void run_sync(const c10::OperatorHandle& op, const ExecutePlan& plan, Stack* sta
   for (auto& [i, temp] : out_temps) {
     const at::Tensor& real = args[i].toTensor();
     if (real.sizes() != temp.sizes() || real.strides() != temp.strides()) {
-      real.resize_(temp.sizes());
-      if (real.strides() != temp.strides()) real.as_strided_(temp.sizes(), temp.strides());
+      restride(real, temp.sizes(), temp.strides(), real.storage_offset());
       // A resize may have enqueued a copy of the old contents; ours must land after it.
       c10::openreg::translate_sim_errors([&] { c10::openreg::current_sim_stream(device).synchronize(); });
     }
@@ -573,11 +609,20 @@ void openreg_fallback(const c10::OperatorHandle& op, Stack* stack) { execute_op(
 
 }  // namespace
 
+// Python meta kernels whose output shapes differ from CPU's in some modes: batch norm outside training
+// returns empty saved statistics on CPU, while its meta kernel sizes them per channel.
+bool meta_disagrees_with_cpu(const ExecutePlan& plan, c10::ArrayRef<IValue> args) {
+  return plan.batch_norm_training_arg >= 0 && !args[plan.batch_norm_training_arg].toBool();
+}
+
 void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const ExecutePlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
   const c10::DeviceIndex device = device_of_op(plan, args);
-  if (!plan.sync_only && !needs_cpu_overlap_rules(plan, args) && run_async(op, plan, stack, device)) return;
+  if (!plan.sync_only && !needs_cpu_overlap_rules(plan, args) && !meta_disagrees_with_cpu(plan, args) &&
+      run_async(op, plan, stack, device)) {
+    return;
+  }
   run_sync(op, plan, stack, device);
 }
 

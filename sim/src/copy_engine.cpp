@@ -52,7 +52,9 @@ void CopyEngine::run() {
     if (trace_enabled()) {
       trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, start, now_ns(), item.bytes});
     }
-    job.stream->resume(job.item);  // may free the stream: touch neither afterwards
+    // Dispatches the stream's next copies/events from this thread (Note [Dispatching off the
+    // device]); may free the stream: touch neither afterwards.
+    job.stream->resume_here(job.item);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "copy_engine.h"
@@ -61,6 +62,7 @@ struct Stream::State {
   std::atomic<std::uint64_t> enqueued{0};  // items ever enqueued
   ProgressCounter completed;               // items ever completed; advanced only by the owner
   std::shared_ptr<Stream> self;            // set by the scheduling enqueuer; touched only by the owner
+  WorkItem* head = nullptr;                // popped by dispatch(), to run on the device; owner only
   std::atomic<bool> destroyed{false};
 
   // First failure not yet reported through the stream. has_error lets the hot paths skip the lock.
@@ -125,7 +127,7 @@ void Stream::enqueue(WorkItem* item) {
   // writes (recycled items, `self` reset) visible to us, the new owner.
   if (s_->pending.fetch_add(1, std::memory_order_acq_rel) == 0) {
     s_->self = shared_from_this();
-    s_->device->schedule(*this);
+    dispatch();
   }
 }
 
@@ -261,36 +263,65 @@ void Stream::run_task(WorkItem* item) {
   if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
 }
 
-void Stream::drain() {
+WorkItem* Stream::take_next() {
   State& s = *s_;
-  for (int n = 0; n < kBatch; ++n) {
-    WorkItem* item = nullptr;
-    const bool popped = s.queue.pop(item);
-    OPENREG_SIM_ASSERT(popped, "a scheduled stream has no item (see Note [Stream scheduling])");
-    switch (item->kind) {
-      case ItemKind::kKernel:
-      case ItemKind::kHostCallback:
-        run_task(item);
-        break;
-      case ItemKind::kEventRecord: {
-        const bool tracing = trace_enabled();
-        const std::int64_t start = tracing ? now_ns() : 0;
-        item->event->complete_record(item->seq, *this);
-        if (tracing) trace_record({item->name, device_index(), s.id, item->kind, start, now_ns(), 0});
-        break;
-      }
-      case ItemKind::kEventWait:
-        // Parked: ownership (and the item) passed to the event, which resumes us; `this` must not be
-        // touched any more here.
-        if (!item->event->ready_or_park(item->seq, *this, item)) return;
-        break;
-      case ItemKind::kCopy:
-        item->engine->submit(*this, item);  // parked likewise; the engine resumes us
-        return;
+  if (s.head != nullptr) return std::exchange(s.head, nullptr);
+  WorkItem* item = nullptr;
+  const bool popped = s.queue.pop(item);
+  OPENREG_SIM_ASSERT(popped, "an owned stream has no item (see Note [Stream scheduling])");
+  return item;
+}
+
+bool Stream::step(WorkItem* item) {
+  switch (item->kind) {
+    case ItemKind::kKernel:
+    case ItemKind::kHostCallback:
+      run_task(item);
+      break;
+    case ItemKind::kEventRecord: {
+      const bool tracing = trace_enabled();
+      const std::int64_t start = tracing ? now_ns() : 0;
+      item->event->complete_record(item->seq, *this);
+      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
+      break;
     }
-    if (!finish(item)) return;  // ownership released; `this` may already be gone
+    case ItemKind::kEventWait:
+      // Parked: ownership (and the item) passed to the event, which resumes us; `this` must not be
+      // touched any more here.
+      if (!item->event->ready_or_park(item->seq, *this, item)) return false;
+      break;
+    case ItemKind::kCopy:
+      item->engine->submit(*this, item);  // parked likewise; the engine resumes us
+      return false;
   }
-  s.device->schedule(*this);  // still the owner: go to the back of the device's ready queue
+  return finish(item);  // false: ownership released, `this` may already be gone
+}
+
+void Stream::drain() {
+  for (int n = 0; n < kBatch; ++n) {
+    if (!step(take_next())) return;
+  }
+  s_->device->schedule(*this);  // still the owner: go to the back of the device's ready queue
+}
+
+// Note [Dispatching off the device]
+// A new owner outside the arena (the enqueuer that woke the stream, a copy engine that finished its
+// copy) first runs the items that need no compute thread itself: copies go straight to their
+// engine, event records complete, event waits check or park. Only a kernel or host callback makes it
+// schedule the stream on the device (the item stays in `head` for the drainer). So a copy is never
+// stuck behind other streams' kernels waiting for a compute thread just to be handed over, which is
+// what lets copies overlap kernels even on a single-threaded device.
+void Stream::dispatch() {
+  for (int n = 0; n < kBatch; ++n) {
+    WorkItem* item = take_next();
+    if (item->kind == ItemKind::kKernel || item->kind == ItemKind::kHostCallback) {
+      s_->head = item;
+      s_->device->schedule(*this);
+      return;
+    }
+    if (!step(item)) return;
+  }
+  s_->device->schedule(*this);  // a long run of events/copies: let the device take over
 }
 
 bool Stream::finish(WorkItem* item) {
@@ -307,7 +338,13 @@ bool Stream::finish(WorkItem* item) {
 }
 
 void Stream::resume(WorkItem* item) {
+  // On the device, not here: an event completion resumes streams from inside another stream's
+  // item, and dispatching there could recurse through chains of waiting streams.
   if (finish(item)) s_->device->schedule(*this);
+}
+
+void Stream::resume_here(WorkItem* item) {
+  if (finish(item)) dispatch();
 }
 
 const char* intern_name(const char* name) {

@@ -174,6 +174,29 @@ def test_batch_norm_updates_running_stats_in_place():
     assert_same(stats[DEV], stats["cpu"])
 
 
+def test_batch_norm_eval_mode_saves_no_statistics_like_cpu():
+    x = rand(4, 3, 5)
+    mean, var = torch.zeros(3), torch.ones(3)
+    actual, expected = on_both(lambda t, m, v: torch.ops.aten.native_batch_norm(t, None, None, m, v, False, 0.1, 1e-5),
+                               x, mean, var)
+    assert [t.shape for t in actual] == [t.shape for t in expected]
+    assert_same(actual, expected)
+
+
+def test_losses_whose_out_kernels_resize_internally():
+    # huber_loss.out / binary_cross_entropy.out resize their output on the way to the reduction.
+    x, y = rand(4, 5, seed=1), rand(4, 5, seed=3)
+    for _ in range(2):  # the second call takes the path the first one chose
+        assert_same(*on_both(lambda a, b: torch.nn.functional.huber_loss(a, b), x, y))
+        assert_same(*on_both(lambda a, b: torch.nn.functional.binary_cross_entropy(a.sigmoid(), b.sigmoid()), x, y))
+
+
+def test_kernels_choosing_padded_output_strides():
+    a, b = rand(5, 3, seed=1), rand(5, 2, seed=2)
+    actual, expected = on_both(lambda p, q: torch.linalg.lstsq(p, q).solution, a, b)
+    assert_same(actual, expected, rtol=1e-4, atol=1e-5)
+
+
 # --- indexing --------------------------------------------------------------------------------------
 
 def test_indexing():
@@ -379,6 +402,18 @@ def test_data_errors_surface_at_the_next_synchronization():
     del bad
     # The device keeps working afterwards.
     assert (torch.ones(2, device=DEV) * 2).sum().item() == 4
+
+
+def test_exit_with_pending_work_is_clean(run_python, check_ok):
+    # Work items may hold the last reference to device memory when the interpreter exits; releasing it
+    # on a device thread must not need the GIL.
+    check_ok(run_python("""
+        import torch
+        import torch_openreg
+        x = torch.randn(256, 256, device="openreg")
+        for _ in range(50):
+            x = (x @ x).tanh()
+    """))
 
 
 # --- randomness ------------------------------------------------------------------------------------

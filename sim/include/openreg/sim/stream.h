@@ -96,9 +96,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Stream(Device& device, StreamId id, StreamPriority priority);
   void enqueue(WorkItem* item);     // hands a filled item to the queue; may schedule the stream
   WorkItem* acquire_item();        // a recycled (or new) item; throws kInvalidStream if destroyed
-  void drain();                           // runs a batch; only the owner of the stream calls it
+  void drain();                           // runs a batch on a compute thread; owner only
+  void dispatch();                        // runs what needs no compute thread (copies, events) here; owner only
+  WorkItem* take_next();                  // the next item to run; owner only
+  bool step(WorkItem* item);              // runs one item; false once ownership has passed on
   bool finish(WorkItem* item);     // completes the owned current item; false once ownership is released
-  void resume(WorkItem* item);     // completes a parked item and continues the stream
+  void resume(WorkItem* item);     // completes a parked item and continues the stream on the device
+  void resume_here(WorkItem* item);  // likewise, dispatching from the calling (copy engine) thread
   void wait_idle();                       // synchronize() without reporting errors
   bool take_error(std::string* message);  // the unreported error, cleared; false if none
   bool peek_error(std::string* message) const;  // the unreported error, kept; false if none
