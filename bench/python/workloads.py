@@ -62,22 +62,16 @@ def train_single(model: nn.Module, x, y, device: str, epochs: int = 3, batch: in
     model = copy.deepcopy(model).to(device)
     opt = _optimizer(optimizer, model.parameters(), lr)
     loss_fn = nn.CrossEntropyLoss()
-    losses, t_start, steps = [], None, 0
-    for epoch in range(epochs):
-        if epoch == 1:
-            _sync(device)
-            t_start = time.perf_counter()
-        for xb, yb in _batches(x, y, batch):
-            xb, yb = xb.to(device), yb.to(device)
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            losses.append(loss)
-            steps += epoch >= 1
-    _sync(device)
-    elapsed = time.perf_counter() - t_start if t_start is not None else 0.0
-    return Result(_epoch_means(losses, len(losses) // epochs), elapsed / max(steps, 1), [model])
+
+    def step(xb, yb):
+        xb, yb = xb.to(device), yb.to(device)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return _train(x, y, epochs, batch, lambda: _sync(device), step, [model])
 
 
 def train_data_parallel(model: nn.Module, x, y, devices: Sequence[str], epochs: int = 3, batch: int = 64,
@@ -91,35 +85,29 @@ def train_data_parallel(model: nn.Module, x, y, devices: Sequence[str], epochs: 
     streams = [torch.openreg.Stream(d) for d in devs]
     loss_fn = nn.CrossEntropyLoss()
     shard = batch // n
-    losses, t_start, steps = [], None, 0
-    for epoch in range(epochs):
-        if epoch == 1:
-            torch.openreg.synchronize()
-            t_start = time.perf_counter()
-        for xb, yb in _batches(x, y, batch):
-            done = []
-            step_loss = []
-            for i, (d, s, r, o) in enumerate(zip(devs, streams, replicas, opts)):
-                with torch.openreg.stream(s):
-                    xs = xb[i * shard:(i + 1) * shard].to(d, non_blocking=True)
-                    ys = yb[i * shard:(i + 1) * shard].to(d, non_blocking=True)
-                    o.zero_grad(set_to_none=True)
-                    loss = loss_fn(r(xs), ys)
-                    loss.backward()
-                    ev = torch.Event(device=d)
-                    ev.record(s)
-                    done.append(ev)
-                    step_loss.append(loss)
-            _average_gradients(replicas, devs, streams, done)
-            for s, o in zip(streams, opts):
-                with torch.openreg.stream(s):
-                    o.step()
-            with _current(streams):
-                losses.append(sum(l.to(devs[0]) for l in step_loss) / n)
-            steps += epoch >= 1
-    torch.openreg.synchronize()
-    elapsed = time.perf_counter() - t_start if t_start is not None else 0.0
-    return Result(_epoch_means(losses, len(losses) // epochs), elapsed / max(steps, 1), replicas)
+
+    def step(xb, yb):
+        done = []
+        step_loss = []
+        for i, (d, s, r, o) in enumerate(zip(devs, streams, replicas, opts)):
+            with torch.openreg.stream(s):
+                xs = xb[i * shard:(i + 1) * shard].to(d, non_blocking=True)
+                ys = yb[i * shard:(i + 1) * shard].to(d, non_blocking=True)
+                o.zero_grad(set_to_none=True)
+                loss = loss_fn(r(xs), ys)
+                loss.backward()
+                ev = torch.Event(device=d)
+                ev.record(s)
+                done.append(ev)
+                step_loss.append(loss)
+        _average_gradients(replicas, devs, streams, done)
+        for s, o in zip(streams, opts):
+            with torch.openreg.stream(s):
+                o.step()
+        with _current(streams):
+            return sum(l.to(devs[0]) for l in step_loss) / n
+
+    return _train(x, y, epochs, batch, torch.openreg.synchronize, step, replicas)
 
 
 def _average_gradients(replicas, devs, streams, done_events) -> None:
@@ -159,32 +147,42 @@ def train_pipeline(model: nn.Sequential, x, y, devices: Sequence[str], split: in
     params = list(stage0.parameters()) + list(stage1.parameters())
     opt = _optimizer(optimizer, params, lr)
     loss_fn = nn.CrossEntropyLoss()
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        with torch.openreg.stream(s0):
+            h = stage0(xb.to(d0, non_blocking=True))
+            ready = torch.Event(device=d0)
+            ready.record(s0)
+        s1.wait_event(ready)
+        with torch.openreg.stream(s1), torch.openreg.stream(s0):
+            h1 = h.to(d1)            # autograd carries the gradient back across the copy
+            loss = loss_fn(stage1(h1), yb.to(d1, non_blocking=True))
+            loss.backward()
+            back = torch.Event(device=d1)
+            back.record(s1)
+        s0.wait_event(back)
+        with torch.openreg.stream(s0), torch.openreg.stream(s1):
+            opt.step()
+        return loss
+
+    return _train(x, y, epochs, batch, torch.openreg.synchronize, step, [stage0, stage1])
+
+
+def _train(x, y, epochs: int, batch: int, sync, step, models) -> Result:
+    """Runs `step(xb, yb) -> loss` over every batch of every epoch. Epoch 0 warms up; the time per step
+    is measured over the rest, between two calls of `sync`."""
     losses, t_start, steps = [], None, 0
     for epoch in range(epochs):
         if epoch == 1:
-            torch.openreg.synchronize()
+            sync()
             t_start = time.perf_counter()
         for xb, yb in _batches(x, y, batch):
-            opt.zero_grad(set_to_none=True)
-            with torch.openreg.stream(s0):
-                h = stage0(xb.to(d0, non_blocking=True))
-                ready = torch.Event(device=d0)
-                ready.record(s0)
-            s1.wait_event(ready)
-            with torch.openreg.stream(s1), torch.openreg.stream(s0):
-                h1 = h.to(d1)            # autograd carries the gradient back across the copy
-                loss = loss_fn(stage1(h1), yb.to(d1, non_blocking=True))
-                loss.backward()
-                back = torch.Event(device=d1)
-                back.record(s1)
-            s0.wait_event(back)
-            with torch.openreg.stream(s0), torch.openreg.stream(s1):
-                opt.step()
-            losses.append(loss)
+            losses.append(step(xb, yb))
             steps += epoch >= 1
-    torch.openreg.synchronize()
+    sync()
     elapsed = time.perf_counter() - t_start if t_start is not None else 0.0
-    return Result(_epoch_means(losses, len(losses) // epochs), elapsed / max(steps, 1), [stage0, stage1])
+    return Result(_epoch_means(losses, len(losses) // epochs), elapsed / max(steps, 1), models)
 
 
 @contextlib.contextmanager

@@ -44,7 +44,7 @@ SUBSET = [
     "unbind", "unique", "unfold", "var_mean", "view", "where", "zeros_like", "arange", "randn",
     "normal", "rand_like", "_foreach_add", "_foreach_mul", "new_full", "linalg.solve", "cholesky",
 ]
-MAX_SAMPLES_SUBSET = 4
+MAX_SAMPLES_SUBSET = 16
 
 
 def full_mode() -> bool:

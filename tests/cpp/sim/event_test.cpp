@@ -24,16 +24,7 @@ namespace {
 using test::Gate;
 using test::make_config;
 
-Errc code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected an openreg::sim::Error";
-  return Errc::kConfig;
-}
-
+using test::code_of;
 class EventTest : public ::testing::TestWithParam<int> {
  protected:
   Runtime runtime{make_config(2, GetParam())};

@@ -21,16 +21,7 @@ namespace {
 
 using test::make_config;
 
-Errc code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected an openreg::sim::Error";
-  return Errc::kConfig;
-}
-
+using test::code_of;
 TEST(Memory, AllocationsAreAlignedUsableAndAccounted) {
   Runtime runtime(make_config(2, 1, 1 << 20));
   DeviceMemory& mem = runtime.device(1).memory();

@@ -27,16 +27,7 @@ namespace {
 using test::Gate;
 using test::make_config;
 
-Errc code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "expected an openreg::sim::Error";
-  return Errc::kConfig;
-}
-
+using test::code_of;
 TEST(Runtime, DevicesStartLazilyOnceUnderContention) {
   Runtime runtime(make_config(4, 1));
   EXPECT_EQ(runtime.device_count(), 4);

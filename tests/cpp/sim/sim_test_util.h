@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "openreg/sim/config.h"
+#include "openreg/sim/error.h"
 #include "openreg/sim/runtime.h"
 
 namespace openreg::sim::test {
@@ -56,5 +58,16 @@ class Gate {
  private:
   std::atomic<bool> open_{false};
 };
+
+//! The code of the openreg::sim::Error that fn() throws; a test failure if it throws none.
+inline Errc code_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "expected an openreg::sim::Error";
+  return Errc::kConfig;
+}
 
 }  // namespace openreg::sim::test
