@@ -9,7 +9,7 @@ RESULTS_DIR ?= bench/results
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
-PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib
+PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
@@ -23,7 +23,7 @@ deps:
 	fi
 	@$(PYTHON) -c "import torch; assert torch.__version__.split('+')[0] == '2.13.0'" 2>/dev/null || \
 	  { echo "deps: installing torch==2.13.0"; $(PYTHON) -m pip install -q torch==2.13.0; }
-	@$(PYTHON) -c "import pytest, numpy, matplotlib" 2>/dev/null || \
+	@$(PYTHON) -c "import pytest, numpy, matplotlib, expecttest" 2>/dev/null || \
 	  { echo "deps: installing Python test/bench packages"; $(PYTHON) -m pip install -q $(filter-out torch%,$(PIP_PACKAGES)); }
 
 $(BUILD_DIR)/build.ninja: | deps
