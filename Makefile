@@ -77,7 +77,8 @@ bench: build
 	  $$b --benchmark_out=$(RESULTS_DIR)/$$(basename $$b).json --benchmark_out_format=json || exit 1; \
 	done
 	$(PYTHON) bench/python/overlap_bench.py --out $(RESULTS_DIR)/overlap_bench.json
-	@[ ! -f bench/python/ops_bench.py ] || $(PYTHON) bench/python/ops_bench.py
+	$(PYTHON) bench/python/ops_bench.py --out $(RESULTS_DIR)/ops_bench.json
+	$(PYTHON) bench/python/trace_overhead_bench.py --out $(RESULTS_DIR)/trace_overhead.json
 
 # The long concurrency stress run (make test runs a short one).
 stress: build
