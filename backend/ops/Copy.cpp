@@ -21,6 +21,8 @@
 
 #include <openreg/sim/event.h>
 
+#include <array>
+
 namespace at::openreg {
 
 namespace {
@@ -54,26 +56,34 @@ std::size_t span_bytes(const at::Tensor& t) {
 }
 
 // Enqueues a byte copy of src's span over dst's span on `stream`, then a host callback that keeps both
-// tensors (and so their memory) alive until the copy ran.
+// storages (and so their memory) alive until the copy ran. The item holds storages, never the caller's
+// tensors (Note [Work items hold storages, not tensors] in Fallback.cpp): dropping the last reference
+// to a TensorImpl that Python knows would take the GIL on a device thread, and abort at exit. The
+// pointers are taken now, so later metadata changes of dst or src on the host do not move the copy.
 void enqueue_byte_copy(sim::Stream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TORCH_INTERNAL_ASSERT(byte_copyable(src, dst));
   translate_sim_errors([&] {
     stream.copy(dst.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), "openreg::copy");
-    stream.host_callback("openreg::copy_release", [dst, src] {});
+    std::array<c10::Storage, 2> keep{dst.storage(), src.storage()};
+    stream.host_callback("openreg::copy_release", [keep = std::move(keep)] {});
   });
 }
 
 // Enqueues a kernel on `stream` (of device `index`) that runs dst.copy_(src) on CPU aliases: handles
-// dtype conversion, strides, broadcasting and conj/neg bits.
+// dtype conversion, strides, broadcasting and conj/neg bits. Both tensors are openreg tensors.
 void enqueue_kernel_copy(sim::Stream& stream, c10::DeviceIndex index, const at::Tensor& dst, const at::Tensor& src) {
+  TORCH_INTERNAL_ASSERT(is_openreg(dst) && is_openreg(src), "kernel copies run on device memory only");
   const int threads = stream.device().compute_threads();
   // Aliases are made now (metadata as of enqueue, see fill_ in Factory.cpp); one converter, so an
-  // overlapping src and dst keep sharing memory, as on CPU. The real tensors keep the memory alive.
+  // overlapping src and dst keep sharing memory, as on CPU. The item owns the aliases (TensorImpls no
+  // one else sees) and the device storages behind them, never dst or src themselves (Note [Work items
+  // hold storages, not tensors] in Fallback.cpp).
   AliasConverter aliases(AliasTarget::kCpu);
   at::Tensor cpu_dst = aliases.convert(dst);
   at::Tensor cpu_src = aliases.convert(src);
   translate_sim_errors([&] {
-    stream.launch("aten::copy_", [dst, src, cpu_dst, cpu_src, index, threads]() mutable {
+    stream.launch("aten::copy_", [cpu_dst = std::move(cpu_dst), cpu_src = std::move(cpu_src),
+                                  storages = aliases.take_sources(), index, threads]() mutable {
       IntraOpThreadsScope scope(index, threads);
       cpu_dst.copy_(cpu_src);
     });
@@ -212,6 +222,21 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+// Note [Copies see conj and neg bits]
+// The Conjugate and Negative fallbacks resolve lazily conjugated/negated inputs by cloning them, and a
+// clone of an openreg tensor is itself a copy: _copy_from of a conj/neg view would recurse until the
+// stack overflows. Our kernel resolves the bits itself (byte copies only move plain tensors; everything
+// else goes through CPU copy_ on aliases that carry the bits), so these keys pass straight through.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace at::openreg

@@ -28,9 +28,10 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   c10::DataPtr fresh = allocator->allocate(nbytes);
   const std::size_t keep = std::min(storage->nbytes(), nbytes);
   if (storage->nbytes() > 0) {
-    // Pending work items find their storages' memory when they run, not when enqueued, so swapping
-    // the allocation under them would redirect their reads and writes. Let every stream of the device
-    // finish first; then the old bytes are final and no work can still use the old allocation.
+    // Pending work items hold this StorageImpl and raw pointers into its current allocation (taken
+    // when they were enqueued), not the allocation itself: replacing the DataPtr frees the old block
+    // under them. Let every stream of the device finish first; then the old bytes are final and no
+    // work can still use the old allocation.
     c10::openreg::synchronize_device(device.index());
     if (keep > 0) {
       std::memcpy(fresh.get(), storage->data(), keep);

@@ -9,8 +9,8 @@
 namespace at::openreg {
 
 //! Gives `storage` a new allocation of `nbytes` on its device, keeping the first min(old, new) bytes.
-//! When there are bytes to keep it first waits for all pending work of the device (work items resolve
-//! storages when they run). Throws for a non-resizable storage.
+//! When the storage had an allocation it first waits for all pending work of the device, which may
+//! still use that allocation (it is freed here). Throws for a non-resizable storage.
 void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes);
 
 }  // namespace at::openreg

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <initializer_list>
 #include <memory>
 
 namespace {
@@ -110,6 +111,51 @@ TEST(CopyTest, PendingKernelsKeepTheMetadataTheyWereEnqueuedWith) {
   c10::openreg::current_sim_stream(0).synchronize();
   t.as_strided_({4, 6}, {6, 1});
   EXPECT_TRUE(at::equal(t.cpu(), at::full({4, 6}, 7.0f)));
+}
+
+// Work items own storages, never the caller's tensors (Note [Work items hold storages, not tensors]
+// in Fallback.cpp): a tensor Python also knows must not lose its last reference on a device thread.
+TEST(CopyTest, PendingWorkHoldsStoragesNotTensors) {
+  const at::Tensor src = sample().to(on(0));
+  at::Tensor bytes = at::empty({4, 6}, on(0));
+  at::Tensor kernel = at::empty({6, 4}, on(0).dtype(at::kDouble));
+  at::Tensor filled = at::empty({4, 6}, on(0));
+  at::Tensor peer = at::empty({4, 6}, on(1));
+  at::Tensor pinned = at::empty({4, 6}, at::TensorOptions().pinned_memory(true));
+  auto gate = std::make_shared<std::promise<void>>();
+  auto opened = gate->get_future().share();
+  c10::openreg::current_sim_stream(0).host_callback("test::stall", [opened] { opened.wait(); });
+
+  bytes.copy_(src);                           // byte copy on device 0
+  kernel.copy_(src.t());                      // converting strided kernel copy
+  filled.fill_(3.0);                          // fill_ kernel
+  peer.copy_(src);                            // peer copy, runs on device 0's stream
+  pinned.copy_(src, /*non_blocking=*/true);   // asynchronous D2H
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&src, &bytes, &kernel, &filled, &peer, &pinned}) {
+    EXPECT_EQ(t->use_count(), 1u) << "a pending work item holds a tensor";
+    EXPECT_GT(t->storage().use_count(), 1u) << "no pending work item holds the memory";
+  }
+  gate->set_value();
+  c10::openreg::current_sim_stream(0).synchronize();
+  EXPECT_TRUE(at::equal(bytes.cpu(), sample()));
+  EXPECT_TRUE(at::equal(kernel.cpu(), sample().t().to(at::kDouble)));
+  EXPECT_TRUE(at::equal(filled.cpu(), at::full({4, 6}, 3.0f)));
+  EXPECT_TRUE(at::equal(peer.cpu(), sample()));
+  EXPECT_TRUE(at::equal(pinned, sample()));
+}
+
+TEST(CopyTest, PendingCopiesKeepTheMetadataTheyWereEnqueuedWith) {
+  const at::Tensor src = sample().to(on(0));
+  at::Tensor dst = at::zeros({6, 4}).to(on(0));
+  auto gate = std::make_shared<std::promise<void>>();
+  auto opened = gate->get_future().share();
+  c10::openreg::current_sim_stream(0).host_callback("test::stall", [opened] { opened.wait(); });
+  dst.copy_(src.t());  // a kernel copy: the layouts differ
+  dst.as_strided_({2}, {1});
+  gate->set_value();
+  c10::openreg::current_sim_stream(0).synchronize();
+  dst.as_strided_({6, 4}, {4, 1});
+  EXPECT_TRUE(at::equal(dst.cpu(), sample().t()));
 }
 
 TEST(CopyTest, ResizeKeepsTheOldBytes) {
