@@ -8,6 +8,10 @@ JOBS        ?= $(shell nproc)
 RESULTS_DIR ?= bench/results
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# ccache: paths relative to the checkout, so a fresh clone elsewhere (CI) reuses the cache.
+export CCACHE_BASEDIR   ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= true
+
 APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
 PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest
 

@@ -7,13 +7,16 @@
 #include <openreg/sim/error.h>
 #include <openreg/sim/memory.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 // Note [Blocks are freed only after their work ran]
 // Every work item enqueued on an openreg stream (kernels, copies, and the host callbacks that follow
@@ -97,7 +100,11 @@ class DeviceCache {
       stats_.requested_bytes[idx(t)].decrease(block->requested);
     });
     block->requested = 0;
-    pool(block->small).insert(block);
+    if (block->small) {
+      small_.insert(block);
+    } else {
+      large_.insert(block);
+    }
   }
 
   void empty_cache() {
@@ -143,6 +150,62 @@ class DeviceCache {
   using StatArray = c10::CachingAllocator::StatArray;
   using Pool = std::set<Block*, BySizeThenAddress>;
 
+  // The small pool, binned by size: allocation and free are the hot path of every small op, and a
+  // tree node per cached block (an allocation per free, a rebalance per take) was most of their cost.
+  // A block of size s (a multiple of kRoundBytes, at most kSmallSize) lives in bin s / kRoundBytes - 1;
+  // a bitmap of non-empty bins finds the best fit (the smallest cached size that fits) in a few words.
+  // Within a bin blocks are reused last-freed first, whose memory is most likely still in cache.
+  class SmallPool {
+   public:
+    void insert(Block* block) {
+      const std::size_t bin = bin_of(block->size);
+      bins_[bin].push_back(block);
+      nonempty_[bin / 64] |= std::uint64_t{1} << (bin % 64);
+      ++count_;
+    }
+
+    //! The cached block of the smallest size in [size, max_size], or nullptr.
+    Block* take(std::size_t size, std::size_t max_size) {
+      const std::size_t first = bin_of(size);
+      const std::size_t last = std::min(bin_of(std::min(max_size, OpenRegDeviceAllocator::kSmallSize)), kBins - 1);
+      for (std::size_t word = first / 64; word <= last / 64; ++word) {
+        std::uint64_t bits = nonempty_[word];
+        if (word == first / 64) bits &= ~std::uint64_t{0} << (first % 64);
+        if (bits == 0) continue;
+        const std::size_t bin = word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+        if (bin > last) return nullptr;
+        auto& blocks = bins_[bin];
+        Block* block = blocks.back();
+        blocks.pop_back();
+        if (blocks.empty()) nonempty_[bin / 64] &= ~(std::uint64_t{1} << (bin % 64));
+        --count_;
+        return block;
+      }
+      return nullptr;
+    }
+
+    std::size_t size() const { return count_; }
+
+    //! Calls fn on every cached block, then forgets them all.
+    template <typename Fn>
+    void drain(Fn&& fn) {
+      for (auto& blocks : bins_) {
+        for (Block* block : blocks) fn(block);
+        blocks.clear();
+      }
+      nonempty_.fill(0);
+      count_ = 0;
+    }
+
+   private:
+    static constexpr std::size_t kBins = OpenRegDeviceAllocator::kSmallSize / OpenRegDeviceAllocator::kRoundBytes;
+    static std::size_t bin_of(std::size_t size) { return size / OpenRegDeviceAllocator::kRoundBytes - 1; }
+
+    std::array<std::vector<Block*>, kBins> bins_;
+    std::array<std::uint64_t, kBins / 64> nonempty_{};
+    std::size_t count_ = 0;
+  };
+
   static constexpr std::size_t idx(StatType t) { return static_cast<std::size_t>(t); }
 
   static std::size_t round_size(std::size_t nbytes) {
@@ -161,20 +224,19 @@ class DeviceCache {
             &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes};
   }
 
-  Pool& pool(bool small) { return small ? small_ : large_; }
-
   // Best fit among cached blocks of the pool, accepting bounded slack: blocks are not split, so a much
   // larger block would waste memory that another request could use.
   Block* take_cached(std::size_t size, bool small) {
-    Pool& p = pool(small);
+    if (small) {
+      return small_.take(size, 2 * size);
+    }
     Block key{device_, nullptr, size, 0, small};
-    auto it = p.lower_bound(&key);
-    const std::size_t limit = small ? 2 * size : size + size / 4;
-    if (it == p.end() || (*it)->size > limit) {
+    auto it = large_.lower_bound(&key);
+    if (it == large_.end() || (*it)->size > size + size / 4) {
       return nullptr;
     }
     Block* block = *it;
-    p.erase(it);
+    large_.erase(it);
     return block;
   }
 
@@ -213,25 +275,24 @@ class DeviceCache {
 
   // Caller holds mutex_.
   void release_cached() {
-    for (bool small : {true, false}) {
-      Pool& p = pool(small);
-      for (Block* block : p) {
-        memory_.free(block->ptr);
-        stats_.num_device_free += 1;
-        for_pool(small, [&](StatType t) {
-          stats_.segment[idx(t)].decrease(1);
-          stats_.reserved_bytes[idx(t)].decrease(block->size);
-        });
-        delete block;
-      }
-      p.clear();
-    }
+    auto release = [&](Block* block) {
+      memory_.free(block->ptr);
+      stats_.num_device_free += 1;
+      for_pool(block->small, [&](StatType t) {
+        stats_.segment[idx(t)].decrease(1);
+        stats_.reserved_bytes[idx(t)].decrease(block->size);
+      });
+      delete block;
+    };
+    small_.drain(release);
+    for (Block* block : large_) release(block);
+    large_.clear();
   }
 
   const c10::DeviceIndex device_;
   sim::DeviceMemory& memory_;
   std::mutex mutex_;  // guards everything below
-  Pool small_;
+  SmallPool small_;
   Pool large_;
   DeviceStats stats_;
 };

@@ -1,5 +1,7 @@
 // Note [Op execution on openreg]
-// Every aten op without an explicit PrivateUse1 kernel lands in openreg_fallback below.
+// Every aten op without an explicit PrivateUse1 kernel lands in openreg_fallback below. The hottest
+// small ops have unboxed kernels that handle their plainest arguments without it and forward the rest
+// here through execute_op (Note [Fast kernels for hot small ops] in FastElementwise.cpp).
 //
 // Async path (the common case): the host computes the outputs' metadata by rerunning the op on Meta
 // stand-ins of the arguments (or takes it from ExecuteMetaCache when the same op saw the same argument

@@ -47,6 +47,49 @@ TEST_F(AllocatorTest, ReusesAFreedBlockWithoutAskingTheDevice) {
   EXPECT_EQ(after.allocation[0].allocated, before.allocation[0].allocated + 1);
 }
 
+TEST_F(AllocatorTest, SmallRequestsTakeTheBestFittingCachedBlockWithinTwiceTheirSize) {
+  void* small_ptr = nullptr;
+  void* large_ptr = nullptr;
+  {
+    auto a = device_allocator().allocate(1000);  // a 1024-byte block
+    auto b = device_allocator().allocate(3000);  // a 3072-byte block
+    small_ptr = a.get();
+    large_ptr = b.get();
+  }
+  ASSERT_EQ(device_allocator().cached_block_count(0), 2u);
+  const auto before = stats();
+  {
+    auto fit = device_allocator().allocate(900);     // best fit: the 1024-byte block, not the 3072
+    auto slack = device_allocator().allocate(2000);  // 2048 rounded: the 3072-byte block is within 2x
+    EXPECT_EQ(fit.get(), small_ptr);
+    EXPECT_EQ(slack.get(), large_ptr);
+    EXPECT_EQ(stats().num_device_alloc, before.num_device_alloc);
+  }
+  {
+    auto takes_large = device_allocator().allocate(1300);  // 1536 rounded: 1024 is too small
+    auto exact = device_allocator().allocate(700);          // 1024 rounded: the 1024 block fits exactly
+    auto fresh = device_allocator().allocate(300);         // 512 rounded: nothing cached is left
+    EXPECT_EQ(takes_large.get(), large_ptr);
+    EXPECT_EQ(exact.get(), small_ptr);
+    EXPECT_NE(fresh.get(), nullptr);
+    EXPECT_EQ(stats().num_device_alloc, before.num_device_alloc + 1);
+  }
+  {
+    // Three blocks cached now (512, 1024, 3072): a 2048-byte request may not take more than twice that
+    // size, and 3072 is within, so it is reused; a 600-byte one (1024) takes the 1024 block exactly.
+    auto a = device_allocator().allocate(2048);
+    auto b = device_allocator().allocate(600);
+    EXPECT_EQ(a.get(), large_ptr);
+    EXPECT_EQ(b.get(), small_ptr);
+    EXPECT_EQ(device_allocator().cached_block_count(0), 1u);
+  }
+  {
+    auto c = device_allocator().allocate(4000);  // 4096 rounded: 3072 is too small, a new block
+    EXPECT_NE(c.get(), large_ptr);
+    EXPECT_EQ(stats().num_device_alloc, before.num_device_alloc + 2);
+  }
+}
+
 TEST_F(AllocatorTest, StatsSplitSmallAndLargePools) {
   auto small = device_allocator().allocate(4000);
   auto large = device_allocator().allocate(4 * kMiB);
