@@ -1,5 +1,6 @@
 """Registers openreg with PyTorch: once per process, whichever way the package was imported."""
 
+import atexit
 import threading
 
 import torch
@@ -39,4 +40,25 @@ def register() -> None:
 
         torch._register_device_module(_BACKEND_NAME, device_module)
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+        atexit.register(_drain_devices_at_exit)
         _registered = True
+
+
+def _drain_devices_at_exit() -> None:
+    """Waits for all device work before the interpreter finalizes.
+
+    Work still queued at exit would otherwise run on device threads while Python and the backend's
+    static objects (allocators, stream pool) are being torn down: a crash at exit, and lost work. Like a
+    CUDA program's implicit teardown, exiting completes the queued work first. Errors of failed work are
+    not raised here (nobody is left to handle them), and a forked child never touches the parent's
+    devices.
+    """
+    from torch_openreg import _C
+
+    if not _C._is_initialized() or _C._is_in_bad_fork():
+        return
+    for index in range(_C._get_device_count()):
+        try:
+            _C._synchronize(index)
+        except Exception:  # noqa: BLE001 - reported by whoever synchronizes next; at exit, nobody
+            pass
