@@ -3,7 +3,6 @@
 //   2. a bandwidth-limited host-to-device copy and a kernel, on one stream vs. on two streams.
 // Prints a table of measured times. Runs in about a second.
 
-#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -17,44 +16,17 @@
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/stream.h"
 #include "openreg/sim/trace.h"
+#include "bench_util.h"  // spin() and its calibration, shared with the benchmarks
 
 namespace {
 
 using namespace openreg::sim;
+using bench::spin;
 
 constexpr double kKernelMs = 40.0;
 constexpr std::size_t kCopyBytes = 16 << 20;
 // The copy takes as long as the kernel: the case where overlap matters most.
 constexpr std::uint64_t kBandwidth = static_cast<std::uint64_t>(kCopyBytes / (kKernelMs / 1e3));
-
-std::uint64_t spin(std::uint64_t n) {
-  std::uint64_t x = 88172645463325252ull;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-  }
-  return x;
-}
-
-std::int64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::uint64_t calibrate(double ms) {
-  constexpr std::uint64_t kProbe = 2'000'000;
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    // Thread CPU time, not wall time: on a busy machine the wall clock also counts time descheduled.
-    const auto t0 = thread_cpu_ns();
-    volatile std::uint64_t sink = spin(kProbe);
-    (void)sink;
-    best = std::min(best, static_cast<double>(thread_cpu_ns() - t0));
-  }
-  return static_cast<std::uint64_t>(ms * 1e6 / best * kProbe);
-}
 
 // Runs `enqueue` between two timing events recorded on `first`, after making `first` wait for every
 // stream in `others`; returns the elapsed device time in ms.
@@ -89,7 +61,7 @@ int main() {
   Device& dev = runtime.device(0);
   auto a = dev.create_stream();
   auto b = dev.create_stream();
-  const std::uint64_t iters = calibrate(kKernelMs);
+  const std::uint64_t iters = bench::calibrate_spin(kKernelMs);
   auto kernel = [iters] {
     volatile std::uint64_t sink = spin(iters);
     (void)sink;
