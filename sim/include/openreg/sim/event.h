@@ -11,7 +11,8 @@
 namespace openreg::sim {
 
 class Stream;
-struct WorkItem;  // private to the library
+struct WorkItem;     // private to the library
+struct EventRecord;  // private to the library
 
 class Event {
  public:
@@ -50,14 +51,10 @@ class Event {
   friend class Stream;
   struct State;
   explicit Event(bool timing);
-  // Runs as the record item `seq` of `stream`: marks it complete and resumes the streams it unblocks.
-  void complete_record(std::uint64_t seq, Stream& stream);
-  // For a wait item: true if record `seq` has completed; otherwise registers `stream` to be resumed
-  // with `item` when it does and returns false (the stream parks).
-  bool ready_or_park(std::uint64_t seq, Stream& stream, WorkItem* item);
-  std::uint64_t next_record_seq() noexcept;  // for Stream::record
-  std::uint64_t last_record_seq() const noexcept;  // for Stream::wait
-  void set_device(int index) noexcept;
+  // For Stream::record (after the record item is enqueued): makes `record` the most recent one.
+  void set_latest(std::shared_ptr<EventRecord> record);
+  // For Stream::wait: the most recent record at this moment, or null if never recorded.
+  std::shared_ptr<EventRecord> latest() const;
 
   std::unique_ptr<State> s_;
 };
