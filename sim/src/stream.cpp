@@ -12,6 +12,26 @@
 // While it owns the stream, the owner keeps it alive through `self` (a user may drop the last reference
 // while work is pending).
 
+// Note [Failure reporting]
+// Every failed work item is reported, never zero times, once per place the program looks:
+//  - its stream: the stream keeps the first unreported failure's message and a count of those after
+//    it; the next Stream::query/synchronize, or Device::synchronize of its device (whichever comes
+//    first: they share the stream's slot), takes them all and throws one WorkFailed naming the first
+//    and counting the rest ("... (and 1 more failure on this stream)"). A later failure starts afresh.
+//    Items after a failure still run (their inputs may be garbage), but the stream cannot report
+//    success until the failure has been taken, so no garbage reads back as success unnoticed.
+//  - an event recorded on the stream after the failure (before it was taken): the record keeps a
+//    copy, which the event's query/synchronize reports once (per record).
+//  - a stream that waits on such a record: the satisfied wait adds a failure to the waiting stream
+//    ("stream W of openreg:D waited on an event recorded after a failure: <original message>"), so
+//    its next query/synchronize raises naming the original op, and records on it pass it on in turn
+//    (chains of waits propagate it). The original stream and the event keep their own reports.
+//  - Device::synchronize takes the failures of all of the device's streams (original and inherited)
+//    and throws one error naming the first (default stream first) and counting the others.
+// A failure taken before a record is not copied into it: the program has already seen it.
+// CUDA's errors are sticky for the whole context instead; here a failure stays local to the streams
+// that depend on it, so tests can check it and the process (and other devices) keep working.
+
 #include "openreg/sim/stream.h"
 
 #include <boost/lockfree/queue.hpp>
@@ -144,7 +164,8 @@ WorkItem* Stream::acquire_item() {
 
 // Note [Bounded launch queue]
 // A stream holds at most Config::launch_queue_depth (N, OPENREG_LAUNCH_QUEUE_DEPTH) items enqueued
-// but not completed, like CUDA's launch queue. Each enqueue takes a ticket t (its 1-based position in
+// but not completed, like CUDA's launch queue (kernels, copies and host callbacks wait for room; event
+// records and waits count towards N but never wait, see below). Each enqueue takes a ticket t (its 1-based position in
 // `enqueued`); a host thread whose ticket exceeds N waits, before pushing, until completed >= t - N,
 // i.e. until at most N - 1 items are ahead of it (ProgressCounter: a short spin, then a futex sleep).
 // Several producers can each be admitted against the same completions only in ticket order, so the
@@ -155,6 +176,9 @@ WorkItem* Stream::acquire_item() {
 //  - the producer waits inside enqueue, holding no sim lock (only its own unpushed item); nothing the
 //    device runs needs anything the producer holds, as long as the caller (the backend) does not
 //    enqueue while holding a lock that work items take;
+//  - event records and waits never wait: they are markers that hold no memory (the bound exists to
+//    stop queued work pinning memory), and callers such as a caching allocator record events while
+//    holding a lock that work on the device (a host callback freeing a block) also takes;
 //  - enqueues from a device thread (a kernel, a host callback, Device::execute's task, which may enqueue
 //    onto their own or any other stream) never wait: such a wait would hold one of the threads (or the
 //    very stream position) the drain needs, so they bypass the bound (a callback is rarely a flood);
@@ -169,7 +193,10 @@ void Stream::enqueue(WorkItem* item) {
   // `enqueued` after its own enqueue covers every item queued ahead of it (it then also waits for a
   // producer still held by the bound, which the same completions release).
   const std::uint64_t ticket = s_->enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
-  if (ticket > s_->queue_depth && !on_device_thread()) s_->completed.wait_at_least(ticket - s_->queue_depth);
+  const bool marker = item->kind == ItemKind::kEventRecord || item->kind == ItemKind::kEventWait;
+  if (ticket > s_->queue_depth && !marker && !on_device_thread()) {
+    s_->completed.wait_at_least(ticket - s_->queue_depth);
+  }
   const bool pushed = s_->queue.push(item);
   OPENREG_SIM_ASSERT(pushed, "lock-free queue push failed");
   // acq_rel: release publishes the push to the owner; acquire (on 0 -> 1) makes the previous owner's

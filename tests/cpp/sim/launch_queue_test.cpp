@@ -150,5 +150,29 @@ TEST(LaunchQueue, FullStreamParkedOnAnEventIsReleasedByTheRecord) {
   EXPECT_EQ(issued.load(), 6);
 }
 
+// Records and waits are markers: they never wait for room (an allocator records events under a lock
+// that a host callback freeing memory may need).
+TEST(LaunchQueue, RecordsAndWaitsOnAFullStreamDoNotWait) {
+  Runtime runtime(with_depth(1, 1, 2));
+  auto s = runtime.device(0).create_stream();
+  auto e = Event::create();
+  auto other = Event::create();
+  auto t = runtime.device(0).create_stream();
+  t->record(other);  // a completed record: waits on it are real items, satisfied at once
+  other->synchronize();
+  Gate gate;
+  s->launch("gate", [&] { EXPECT_TRUE(gate.wait()); });
+  s->launch("filler", [] {});  // at the bound
+  for (int i = 0; i < 8; ++i) {
+    s->record(e);  // would block here if bounded: the gate opens only below
+    s->wait(other);
+  }
+  EXPECT_FALSE(e->query());
+  EXPECT_EQ(s->enqueued_count(), 2u + 16u);
+  gate.open();
+  e->synchronize();
+  s->synchronize();
+}
+
 }  // namespace
 }  // namespace openreg::sim

@@ -1,6 +1,6 @@
 #pragma once
-// Event: marks a point in a stream. Recording enqueues a marker; the event completes when the marker
-// runs. Streams on any device can wait on it; host threads can query or block on it.
+// Event: marks a point in a stream. Recording enqueues a marker; the event completes when its most
+// recent marker runs. A stream wait is tied to the marker most recent at the call (Note [Event records]). Streams on any device can wait on it; host threads can query or block on it.
 //
 // Thread-safety: every member function may be called from any thread concurrently. Streams keep a
 // reference to events they record or wait on, so dropping the last user reference is always safe.
@@ -33,8 +33,9 @@ class Event {
   static constexpr int kNoDevice = -1;
 
   //! True when the most recent record has completed (or the event was never recorded).
-  //! Throws WorkFailed if an item before the record on its stream failed and that was not yet reported
-  //! through this event.
+  //! Throws WorkFailed (once per record) if its stream had an unreported failure when the record ran.
+  //! Only the most recent record counts: records may complete out of order across streams, and an
+  //! earlier one completing does not complete the event (CUDA's rule). See Note [Event records].
   bool query();
 
   //! Blocks until the most recent record completes (returns at once if never recorded); short spin,

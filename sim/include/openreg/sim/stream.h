@@ -66,6 +66,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   //! Scheduling priority, fixed at creation.
   StreamPriority priority() const noexcept;
 
+  //! launch, copy and host_callback called from a host thread wait while the stream already holds
+  //! Config::launch_queue_depth uncompleted items (see Note [Bounded launch queue]); record and wait,
+  //! and anything enqueued from the device's own threads (kernels, host callbacks), never wait.
+  //! Do not call them while holding a lock that work items or host callbacks take.
+  //!
   //! Enqueues a kernel: `fn` runs on one of the device's compute threads after everything enqueued
   //! before it. `name` must outlive the item (a literal, or a name interned with intern_name()).
   //! An exception thrown by `fn` is kept and reported, with `name`, by the next query/synchronize of
@@ -89,7 +94,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   //! this call) completes. A no-op if the event was never recorded. Works across streams and devices.
   void wait(const std::shared_ptr<Event>& event);
 
-  //! True when all enqueued work has run. Throws WorkFailed (once) if an item failed.
+  //! True when all enqueued work has run. Throws WorkFailed (once) if items failed, or a wait was
+  //! satisfied by an event recorded after a failure: the first named, the others counted
+  //! (see Note [Failure reporting] in stream.cpp).
   bool query();
 
   //! Blocks until all work enqueued before the call has run (short spin, then a futex wait).
