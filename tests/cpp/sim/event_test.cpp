@@ -226,7 +226,9 @@ TEST_P(EventTest, LaterRecordCompletingFirstDoesNotReleaseAnEarlierWait) {
   e->synchronize();  // b's record (the most recent) has completed; a's has not
   EXPECT_FALSE(a_done.load());
   EXPECT_FALSE(c->query());
-  EXPECT_FALSE(c_ran.load());
+  // c must stay parked: give a wrongly released c every chance to run (a bounded look; with the bug
+  // it ran here within microseconds whenever a second compute thread was free).
+  EXPECT_FALSE(test::eventually([&] { return c_ran.load(); }, std::chrono::milliseconds(100)));
   gate.open();
   c->synchronize();
   EXPECT_TRUE(a_done_when_c_ran);
