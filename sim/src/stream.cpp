@@ -164,12 +164,13 @@ WorkItem* Stream::acquire_item() {
 
 // Note [Bounded launch queue]
 // A stream holds at most Config::launch_queue_depth (N, OPENREG_LAUNCH_QUEUE_DEPTH) items enqueued
-// but not completed, like CUDA's launch queue (kernels, copies and host callbacks wait for room; event
-// records and waits count towards N but never wait, see below). Each enqueue takes a ticket t (its 1-based position in
-// `enqueued`); a host thread whose ticket exceeds N waits, before pushing, until completed >= t - N,
-// i.e. until at most N - 1 items are ahead of it (ProgressCounter: a short spin, then a futex sleep).
-// Several producers can each be admitted against the same completions only in ticket order, so the
-// bound is exact up to the item each admitted producer is pushing.
+// but not completed, like CUDA's launch queue: kernels, copies and host callbacks issued from host
+// threads wait for room; event records and waits take room but never wait (see below). Each enqueue
+// takes a ticket t (its 1-based position in `enqueued`) before anything else; a host thread whose
+// ticket exceeds N waits, before pushing, until completed >= t - N (ProgressCounter: a short spin,
+// then a futex sleep). When it pushes, at most t - (t - N) = N tickets are uncompleted, its own
+// included, and a higher ticket needs strictly more completions, so concurrent producers cannot
+// overshoot the bound together (only markers and device-thread enqueues, which do not wait, can).
 // Who wakes it: the stream's owner, whose completion of each item advances `completed` and notifies
 // sleeping waiters (ProgressCounter::advance_to).
 // Why it cannot deadlock:
