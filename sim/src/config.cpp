@@ -21,6 +21,7 @@ constexpr const char* kDeviceCountVar = "OPENREG_DEVICE_COUNT";
 constexpr const char* kComputeThreadsVar = "OPENREG_COMPUTE_THREADS";
 constexpr const char* kMemoryCapacityVar = "OPENREG_MEMORY_CAPACITY";
 constexpr const char* kCopyBandwidthVar = "OPENREG_COPY_BANDWIDTH";
+constexpr const char* kLaunchQueueDepthVar = "OPENREG_LAUNCH_QUEUE_DEPTH";
 constexpr int kMaxDevices = 64;
 constexpr int kMaxComputeThreads = 1024;
 
@@ -81,7 +82,10 @@ std::uint64_t physical_memory() {
 
 }  // namespace
 
-std::uint64_t parse_byte_size(std::string_view text, std::string_view variable) {
+namespace {
+// parse_byte_size's work; `whole` (if given) tells whether the written value was a whole number of
+// bytes before rounding.
+std::uint64_t parse_size(std::string_view text, std::string_view variable, bool* whole) {
   static constexpr const char* kAccepted =
       "a byte size: a non-negative number with an optional K, M, G or T suffix (powers of 1024), "
       "optionally followed by B or iB, e.g. 1048576, 512K, 64MiB, 1.5G, 2GB";
@@ -110,10 +114,37 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view variable) 
     }
   }
   // Fractions are rounded to whole bytes ("1.5K" = 1536).
-  long double value = std::roundl(std::strtold(std::string(number).c_str(), nullptr) * std::ldexp(1.0L, shift));
+  const long double exact = std::strtold(std::string(number).c_str(), nullptr) * std::ldexp(1.0L, shift);
+  long double value = std::roundl(exact);
+  if (whole != nullptr) *whole = value == exact;
   if (!(value < std::ldexp(1.0L, 64))) bad_value(variable, text, "a byte size below 16 EiB");
   return static_cast<std::uint64_t>(value);
 }
+}  // namespace
+
+std::uint64_t parse_byte_size(std::string_view text, std::string_view variable) {
+  return parse_size(text, variable, nullptr);
+}
+
+namespace {
+// A rate the copy engines can honour: "0" means unlimited (documented); anything else must be a whole
+// number of bytes/s, at least 1, below 16 EiB/s. "0.4" used to round to 0 = unlimited, the opposite of
+// what was asked; it is refused rather than silently reinterpreted.
+std::uint64_t parse_copy_bandwidth(std::string_view number, std::string_view original) {
+  static constexpr const char* kAccepted =
+      "a byte size per second that is a whole number of bytes, below 16 EiB (e.g. 1G, 1.5G, 500M/s, 1048576), "
+      "or 0 / unlimited for no limit";
+  bool whole = false;
+  std::uint64_t v = 0;
+  try {
+    v = parse_size(number, kCopyBandwidthVar, &whole);
+  } catch (const ConfigError&) {
+    bad_value(kCopyBandwidthVar, original, kAccepted);
+  }
+  if (!whole) bad_value(kCopyBandwidthVar, original, kAccepted);
+  return v;
+}
+}  // namespace
 
 Config Config::from_env() {
   Config c;
@@ -132,8 +163,12 @@ Config Config::from_env() {
     } else {
       // A rate may be written "1G" or "1GB/s".
       if (t.size() > 2 && iequals(t.substr(t.size() - 2), "/s")) t.remove_suffix(2);
-      c.copy_bandwidth = parse_byte_size(t, kCopyBandwidthVar);
+      c.copy_bandwidth = parse_copy_bandwidth(t, *v);
     }
+  }
+  if (auto v = env(kLaunchQueueDepthVar)) {
+    c.launch_queue_depth = static_cast<std::uint64_t>(
+        parse_int(*v, kLaunchQueueDepthVar, kMinLaunchQueueDepth, kMaxLaunchQueueDepth));
   }
   return c.resolved();
 }
@@ -147,6 +182,10 @@ Config Config::resolved() const {
     bad_value(kComputeThreadsVar, std::to_string(c.compute_threads), "an integer from 1 to 1024");
   }
   if (c.compute_threads == static_cast<int>(kDerive)) c.compute_threads = std::max(1, available_cores() / c.device_count);
+  if (c.launch_queue_depth < kMinLaunchQueueDepth || c.launch_queue_depth > kMaxLaunchQueueDepth) {
+    bad_value(kLaunchQueueDepthVar, std::to_string(c.launch_queue_depth),
+              "an integer from " + std::to_string(kMinLaunchQueueDepth) + " to " + std::to_string(kMaxLaunchQueueDepth));
+  }
   if (c.memory_capacity == kDerive) c.memory_capacity = std::max<std::uint64_t>(1, physical_memory() / (2 * c.device_count));
   return c;
 }

@@ -15,6 +15,7 @@
 #include "cpu_relax.h"
 #include "internal_check.h"
 #include "openreg/sim/runtime.h"
+#include "openreg/sim/trace.h"
 #include "progress_counter.h"
 #include "arena_task_arg.h"
 #include "tsan_annotations.h"
@@ -24,6 +25,11 @@ namespace {
 // The device whose arena task the calling thread is running, if any (execute() runs inline there).
 thread_local const Device* tl_device = nullptr;
 }  // namespace
+
+namespace detail {
+// For Note [Bounded launch queue]: enqueues from a device's compute threads never wait.
+bool on_device_compute_thread() noexcept { return tl_device != nullptr; }
+}  // namespace detail
 
 struct Device::State {
   Runtime* runtime = nullptr;
@@ -39,6 +45,8 @@ struct Device::State {
   // another device's thread). The destructor waits for 0: dropping a reference is each one's last
   // touch of the device.
   std::atomic<std::int64_t> busy_refs{0};
+  // Accumulated time compute threads spent running this device's work (drain batches, execute tasks).
+  std::atomic<std::uint64_t> busy_ns{0};
   // No slot reserved for host threads: they never run device work. Declared after what tasks touch.
   tbb::task_arena arena;
 
@@ -103,6 +111,7 @@ Device::~Device() {
 int Device::index() const noexcept { return s_->index; }
 int Device::compute_threads() const noexcept { return s_->threads; }
 std::uint64_t Device::copy_bandwidth() const noexcept { return s_->bandwidth; }
+std::uint64_t Device::busy_time_ns() const noexcept { return s_->busy_ns.load(std::memory_order_relaxed); }
 Runtime& Device::runtime() const noexcept { return *s_->runtime; }
 DeviceMemory& Device::memory() noexcept { return *s_->memory; }
 const std::shared_ptr<Stream>& Device::default_stream() const noexcept { return s_->default_stream; }
@@ -151,10 +160,25 @@ void Device::synchronize() {
     for (auto& [id, st] : s_->streams) all.push_back(st);
   }
   for (auto& st : all) st->wait_idle();
-  std::string message;
+  // Every stream's unreported failures are taken (so reported here, once), not just the first one's.
+  std::string first;
+  std::uint64_t others = 0;
   for (auto& st : all) {
-    if (st->take_error(&message)) throw Error(Errc::kWorkFailed, message);
+    std::string message;
+    std::uint64_t count = 0;
+    if (!st->take_error(&message, &count)) continue;
+    if (first.empty()) {
+      first = std::move(message);
+    } else {
+      others += count;
+    }
   }
+  if (first.empty()) return;
+  if (others != 0) {
+    first += " (and " + std::to_string(others) + " more failure" + (others == 1 ? "" : "s") +
+             " on other streams of openreg:" + std::to_string(s_->index) + ")";
+  }
+  throw Error(Errc::kWorkFailed, first);
 }
 
 void Device::schedule(Stream& stream) {
@@ -173,7 +197,10 @@ void Device::State::drain_one() {
   }
   const Device* outer = tl_device;
   tl_device = device;
+  const std::int64_t start = now_ns();
   next->drain();
+  // relaxed: a statistic; readers need no ordering with the work itself.
+  busy_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - start), std::memory_order_relaxed);
   tl_device = outer;
   busy_refs.fetch_sub(1, std::memory_order_release);  // last touch of the device
 }
@@ -204,11 +231,13 @@ void Device::execute(Task fn) {
     Request& r = **request;
     const Device* outer = tl_device;
     tl_device = r.state->device;
+    const std::int64_t start = now_ns();
     try {
       (*r.fn)();
     } catch (...) {
       r.error = std::current_exception();
     }
+    r.state->busy_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - start), std::memory_order_relaxed);
     tl_device = outer;
     State* state = r.state;
     r.done.increment();  // publishes `error`

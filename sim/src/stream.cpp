@@ -12,6 +12,26 @@
 // While it owns the stream, the owner keeps it alive through `self` (a user may drop the last reference
 // while work is pending).
 
+// Note [Failure reporting]
+// Every failed work item is reported, never zero times, once per place the program looks:
+//  - its stream: the stream keeps the first unreported failure's message and a count of those after
+//    it; the next Stream::query/synchronize, or Device::synchronize of its device (whichever comes
+//    first: they share the stream's slot), takes them all and throws one WorkFailed naming the first
+//    and counting the rest ("... (and 1 more failure on this stream)"). A later failure starts afresh.
+//    Items after a failure still run (their inputs may be garbage), but the stream cannot report
+//    success until the failure has been taken, so no garbage reads back as success unnoticed.
+//  - an event recorded on the stream after the failure (before it was taken): the record keeps a
+//    copy, which the event's query/synchronize reports once (per record).
+//  - a stream that waits on such a record: the satisfied wait adds a failure to the waiting stream
+//    ("stream W of openreg:D waited on an event recorded after a failure: <original message>"), so
+//    its next query/synchronize raises naming the original op, and records on it pass it on in turn
+//    (chains of waits propagate it). The original stream and the event keep their own reports.
+//  - Device::synchronize takes the failures of all of the device's streams (original and inherited)
+//    and throws one error naming the first (default stream first) and counting the others.
+// A failure taken before a record is not copied into it: the program has already seen it.
+// CUDA's errors are sticky for the whole context instead; here a failure stays local to the streams
+// that depend on it, so tests can check it and the process (and other devices) keep working.
+
 #include "openreg/sim/stream.h"
 
 #include <boost/lockfree/queue.hpp>
@@ -48,6 +68,14 @@ thread_local const Stream* tl_running_stream = nullptr;
 
 }  // namespace
 
+namespace detail {
+bool on_device_compute_thread() noexcept;  // device.cpp
+}  // namespace detail
+
+namespace {
+bool on_device_thread() noexcept { return tl_running_stream != nullptr || detail::on_device_compute_thread(); }
+}  // namespace
+
 struct Stream::State {
   Device* device;
   StreamId id;
@@ -65,17 +93,33 @@ struct Stream::State {
   WorkItem* head = nullptr;                // popped by dispatch(), to run on the device; owner only
   std::atomic<bool> destroyed{false};
 
-  // First failure not yet reported through the stream. has_error lets the hot paths skip the lock.
+  std::uint64_t queue_depth = 1;  // Config::launch_queue_depth; immutable
+
+  // Failures not yet reported through the stream (see Note [Failure reporting]): the first one's
+  // message, and how many more came after it. has_error lets the hot paths skip the lock.
   mutable std::mutex error_mutex;
-  std::string error;  // guarded by error_mutex
+  std::string error;                // guarded by error_mutex
+  std::uint64_t more_errors = 0;    // guarded by error_mutex
   std::atomic<bool> has_error{false};
 
-  void record_failure(const char* name, const char* what) {
+  void add_failure(std::string message) {
     std::lock_guard lock(error_mutex);
-    if (!error.empty()) return;  // the first failure is the one worth reporting
-    error = std::string("work item '") + name + "' failed on openreg:" + std::to_string(device->index()) +
-            " stream " + std::to_string(id) + ": " + what;
+    if (!error.empty()) {
+      ++more_errors;  // reported as a count in the first one's message, never dropped
+      return;
+    }
+    error = std::move(message);
     has_error.store(true, std::memory_order_release);
+  }
+  void record_failure(const char* name, const char* what) {
+    add_failure(std::string("work item '") + name + "' failed on openreg:" + std::to_string(device->index()) +
+                " stream " + std::to_string(id) + ": " + what);
+  }
+  // The pending failures as one message; error_mutex held.
+  std::string message_locked() const {
+    if (more_errors == 0) return error;
+    return error + " (and " + std::to_string(more_errors) + " more failure" + (more_errors == 1 ? "" : "s") +
+           " on this stream)";
   }
 };
 
@@ -83,6 +127,7 @@ Stream::Stream(Device& device, StreamId id, StreamPriority priority) : s_(std::m
   s_->device = &device;
   s_->id = id;
   s_->priority = priority;
+  s_->queue_depth = device.runtime().config().launch_queue_depth;
   s_->all_items.reserve(kInitialItems);
   for (std::size_t i = 0; i < kInitialItems; ++i) {
     s_->all_items.push_back(new WorkItem);
@@ -117,10 +162,42 @@ WorkItem* Stream::acquire_item() {
   return item;
 }
 
+// Note [Bounded launch queue]
+// A stream holds at most Config::launch_queue_depth (N, OPENREG_LAUNCH_QUEUE_DEPTH) items enqueued
+// but not completed, like CUDA's launch queue: kernels, copies and host callbacks issued from host
+// threads wait for room; event records and waits take room but never wait (see below). Each enqueue
+// takes a ticket t (its 1-based position in `enqueued`) before anything else; a host thread whose
+// ticket exceeds N waits, before pushing, until completed >= t - N (ProgressCounter: a short spin,
+// then a futex sleep). When it pushes, at most t - (t - N) = N tickets are uncompleted, its own
+// included, and a higher ticket needs strictly more completions, so concurrent producers cannot
+// overshoot the bound together (only markers and device-thread enqueues, which do not wait, can).
+// Who wakes it: the stream's owner, whose completion of each item advances `completed` and notifies
+// sleeping waiters (ProgressCounter::advance_to).
+// Why it cannot deadlock:
+//  - the producer waits inside enqueue, holding no sim lock (only its own unpushed item); nothing the
+//    device runs needs anything the producer holds, as long as the caller (the backend) does not
+//    enqueue while holding a lock that work items take;
+//  - event records and waits never wait: they are markers that hold no memory (the bound exists to
+//    stop queued work pinning memory), and callers such as a caching allocator record events while
+//    holding a lock that work on the device (a host callback freeing a block) also takes;
+//  - enqueues from a device thread (a kernel, a host callback, Device::execute's task, which may enqueue
+//    onto their own or any other stream) never wait: such a wait would hold one of the threads (or the
+//    very stream position) the drain needs, so they bypass the bound (a callback is rarely a flood);
+//  - the items ahead of a waiting producer only need the device to progress: every lower ticket is
+//    pushed (or about to be: a lower-ticket producer waits for fewer completions than we do, so the
+//    lowest waiter is always the next released), and an event wait only ever captures a record that
+//    was already enqueued when the wait was issued (Stream::record publishes the record after its
+//    enqueue), so waits point strictly backwards in issue order and cannot form a cycle with a full
+//    queue or with each other.
 void Stream::enqueue(WorkItem* item) {
   // Counted before it is pushed, so completed <= enqueued always holds and a synchronize() that reads
-  // `enqueued` after its own enqueue covers every item queued ahead of it.
-  s_->enqueued.fetch_add(1, std::memory_order_acq_rel);
+  // `enqueued` after its own enqueue covers every item queued ahead of it (it then also waits for a
+  // producer still held by the bound, which the same completions release).
+  const std::uint64_t ticket = s_->enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const bool marker = item->kind == ItemKind::kEventRecord || item->kind == ItemKind::kEventWait;
+  if (ticket > s_->queue_depth && !marker && !on_device_thread()) {
+    s_->completed.wait_at_least(ticket - s_->queue_depth);
+  }
   const bool pushed = s_->queue.push(item);
   OPENREG_SIM_ASSERT(pushed, "lock-free queue push failed");
   // acq_rel: release publishes the push to the owner; acquire (on 0 -> 1) makes the previous owner's
@@ -182,28 +259,66 @@ void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* nam
 
 void Stream::record(const std::shared_ptr<Event>& event) {
   if (!event) throw_error(Errc::kInvalidArgument, "record of a null event");
+  auto record = std::make_shared<EventRecord>();
+  record->device = device_index();
+  record->timing = event->timing();
   WorkItem* item = acquire_item();
   item->kind = ItemKind::kEventRecord;
   item->name = "event record";
-  item->event = event;
-  item->seq = event->next_record_seq();
-  event->set_device(device_index());
+  item->record = record;
   enqueue(item);
+  // Published only once enqueued, so a wait can only ever capture a record already in its stream's
+  // queue (see Note [Bounded launch queue]: waits point backwards in issue order).
+  event->set_latest(std::move(record));
 }
 
 void Stream::wait(const std::shared_ptr<Event>& event) {
   if (!event) throw_error(Errc::kInvalidArgument, "wait on a null event");
-  const std::uint64_t seq = event->last_record_seq();
+  std::shared_ptr<EventRecord> record = event->latest();  // captured now; later records do not matter
   WorkItem* item = acquire_item();
-  if (seq == 0) {  // never recorded: nothing to wait for (CUDA semantics)
+  if (!record) {  // never recorded: nothing to wait for (CUDA semantics)
     s_->pool.push(item);
     return;
   }
   item->kind = ItemKind::kEventWait;
   item->name = "event wait";
-  item->event = event;
-  item->seq = seq;
+  item->record = std::move(record);
   enqueue(item);
+}
+
+void Stream::complete_record(EventRecord& record) {
+  std::string failure;
+  if (peek_error(&failure)) {
+    record.failure = "stream " + std::to_string(s_->id) + " of openreg:" + std::to_string(device_index()) +
+                     " had failed before an event was recorded on it: " + failure;
+  }
+  if (record.timing) record.time_ns = now_ns();
+  std::vector<EventRecord::Waiter> ready;
+  {
+    std::lock_guard lock(record.mutex);
+    record.done.increment();  // publishes time_ns and failure (seq_cst store)
+    ready.swap(record.waiters);
+  }
+  // Outside the lock: resuming schedules streams, possibly on other devices.
+  for (auto& w : ready) w.stream->resume(w.item);
+}
+
+bool Stream::wait_or_park(EventRecord& record, WorkItem* item) {
+  if (!record.completed()) {
+    std::lock_guard lock(record.mutex);  // completion happens under it: the check and the park are atomic
+    if (!record.completed()) {
+      record.waiters.push_back({this, item});
+      return false;
+    }
+  }
+  inherit_failure(record);
+  return true;
+}
+
+void Stream::inherit_failure(const EventRecord& record) {
+  if (record.failure.empty()) return;  // immutable once completed
+  s_->add_failure("stream " + std::to_string(s_->id) + " of openreg:" + std::to_string(device_index()) +
+                  " waited on an event recorded after a failure: " + record.failure);
 }
 
 bool Stream::query() {
@@ -227,12 +342,14 @@ void Stream::synchronize() {
 
 void Stream::wait_idle() { s_->completed.wait_at_least(s_->enqueued.load(std::memory_order_acquire)); }
 
-bool Stream::take_error(std::string* message) {
+bool Stream::take_error(std::string* message, std::uint64_t* count) {
   if (!s_->has_error.load(std::memory_order_acquire)) return false;
   std::lock_guard lock(s_->error_mutex);
   if (s_->error.empty()) return false;
-  *message = std::move(s_->error);
+  *message = s_->message_locked();
+  if (count != nullptr) *count = 1 + s_->more_errors;
   s_->error.clear();
+  s_->more_errors = 0;
   s_->has_error.store(false, std::memory_order_relaxed);  // relaxed: the mutex orders it with the next failure
   return true;
 }
@@ -241,7 +358,7 @@ bool Stream::peek_error(std::string* message) const {
   if (!s_->has_error.load(std::memory_order_acquire)) return false;
   std::lock_guard lock(s_->error_mutex);
   if (s_->error.empty()) return false;
-  *message = s_->error;
+  *message = s_->message_locked();
   return true;
 }
 
@@ -281,14 +398,14 @@ bool Stream::step(WorkItem* item) {
     case ItemKind::kEventRecord: {
       const bool tracing = trace_enabled();
       const std::int64_t start = tracing ? now_ns() : 0;
-      item->event->complete_record(item->seq, *this);
+      complete_record(*item->record);
       if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
       break;
     }
     case ItemKind::kEventWait:
       // Parked: ownership (and the item) passed to the event, which resumes us; `this` must not be
       // touched any more here.
-      if (!item->event->ready_or_park(item->seq, *this, item)) return false;
+      if (!wait_or_park(*item->record, item)) return false;
       break;
     case ItemKind::kCopy:
       item->engine->submit(*this, item);  // parked likewise; the engine resumes us
@@ -338,6 +455,7 @@ bool Stream::finish(WorkItem* item) {
 }
 
 void Stream::resume(WorkItem* item) {
+  if (item->kind == ItemKind::kEventWait) inherit_failure(*item->record);  // still the owner here
   // On the device, not here: an event completion resumes streams from inside another stream's
   // item, and dispatching there could recurse through chains of waiting streams.
   if (finish(item)) s_->device->schedule(*this);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "event_record.h"
 #include "openreg/sim/event.h"
 #include "openreg/sim/stream.h"
 #include "openreg/sim/task.h"
@@ -24,13 +25,12 @@ struct WorkItem {
   const void* src = nullptr;      // kCopy
   std::size_t bytes = 0;          // kCopy
   CopyEngine* engine = nullptr;   // kCopy: chosen at enqueue from the pointers
-  std::shared_ptr<Event> event;   // kEventRecord, kEventWait
-  std::uint64_t seq = 0;          // kEventRecord: this record's number; kEventWait: the record awaited
+  std::shared_ptr<EventRecord> record;  // kEventRecord: the record to complete; kEventWait: the one awaited
 
   //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
   void clear() noexcept {
     fn.reset();
-    event.reset();
+    record.reset();
   }
 };
 

@@ -18,7 +18,8 @@ namespace {
 class EnvTest : public ::testing::Test {
  protected:
   static constexpr const char* kVars[] = {"OPENREG_DEVICE_COUNT", "OPENREG_COMPUTE_THREADS",
-                                          "OPENREG_MEMORY_CAPACITY", "OPENREG_COPY_BANDWIDTH"};
+                                          "OPENREG_MEMORY_CAPACITY", "OPENREG_COPY_BANDWIDTH",
+                                          "OPENREG_LAUNCH_QUEUE_DEPTH"};
   void SetUp() override {
     for (const char* v : kVars) {
       const char* old = std::getenv(v);
@@ -103,6 +104,54 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   EXPECT_EQ(Config::from_env().device_count, 64);
   setenv("OPENREG_DEVICE_COUNT", "1", 1);
   EXPECT_EQ(Config::from_env().device_count, 1);
+}
+
+TEST_F(EnvTest, LaunchQueueDepthDefaultsToAboutCudasAndAcceptsItsRange) {
+  EXPECT_EQ(Config::from_env().launch_queue_depth, 1024u);
+  EXPECT_EQ(kDefaultLaunchQueueDepth, 1024u);
+  setenv("OPENREG_LAUNCH_QUEUE_DEPTH", "1", 1);
+  EXPECT_EQ(Config::from_env().launch_queue_depth, 1u);
+  setenv("OPENREG_LAUNCH_QUEUE_DEPTH", " 64 ", 1);
+  EXPECT_EQ(Config::from_env().launch_queue_depth, 64u);
+  setenv("OPENREG_LAUNCH_QUEUE_DEPTH", "1048576", 1);
+  EXPECT_EQ(Config::from_env().launch_queue_depth, kMaxLaunchQueueDepth);
+}
+
+TEST_F(EnvTest, BadLaunchQueueDepthNamesTheVariableAndTheRange) {
+  for (const char* bad : {"0", "-1", "1048577", "many", "1.5", "16K", "99999999999999999999"}) {
+    ConfigError e = error_for("OPENREG_LAUNCH_QUEUE_DEPTH", bad);
+    const std::string msg = e.what();
+    EXPECT_EQ(e.variable(), "OPENREG_LAUNCH_QUEUE_DEPTH");
+    EXPECT_NE(msg.find("OPENREG_LAUNCH_QUEUE_DEPTH"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("1 to 1048576"), std::string::npos) << msg;
+  }
+  Config c;
+  c.launch_queue_depth = 0;
+  EXPECT_THROW(c.resolved(), ConfigError);
+}
+
+// Used to mean "unlimited" (0.4 rounded to 0): a rate the engines cannot honour is refused instead.
+TEST_F(EnvTest, CopyBandwidthRejectsRatesItCannotHonour) {
+  for (const char* bad : {"0.4", "0.5", "1.5", "0.4G/s", "1.0000000001K", "16777216T", "99999999999999999999", "-1"}) {
+    ConfigError e = error_for("OPENREG_COPY_BANDWIDTH", bad);
+    const std::string msg = e.what();
+    EXPECT_EQ(e.variable(), "OPENREG_COPY_BANDWIDTH");
+    EXPECT_NE(msg.find("OPENREG_COPY_BANDWIDTH"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("whole number of bytes"), std::string::npos) << msg;
+  }
+  // Documented values keep working: 0 and unlimited mean no limit; fractions of a suffix that come to
+  // whole bytes are fine.
+  for (auto [text, value] : {std::pair<const char*, std::uint64_t>{"0", kUnlimitedBandwidth},
+                             {"0.0", kUnlimitedBandwidth},
+                             {"unlimited", kUnlimitedBandwidth},
+                             {"1", 1},
+                             {"1G", 1ull << 30},
+                             {"1.5G", 3ull << 29},
+                             {"0.5K", 512},
+                             {"500M/s", 500ull << 20}}) {
+    setenv("OPENREG_COPY_BANDWIDTH", text, 1);
+    EXPECT_EQ(Config::from_env().copy_bandwidth, value) << text;
+  }
 }
 
 TEST_F(EnvTest, DerivedThreadsSplitTheCoresBetweenDevices) {

@@ -201,6 +201,116 @@ TEST_P(EventTest, EventRecordedAfterAFailureReportsItOnce) {
   EXPECT_NO_THROW(later->synchronize());
 }
 
+// Issue 9 item 1: a later record on another stream completes first; the wait must still be tied to
+// the record that was current when it was issued (it used to be released by the later one).
+TEST_P(EventTest, LaterRecordCompletingFirstDoesNotReleaseAnEarlierWait) {
+  auto a = dev0.create_stream();
+  auto b = dev0.create_stream();  // idle
+  auto c = dev0.create_stream();
+  auto e = Event::create();
+  Gate gate;
+  std::atomic<bool> a_done{false};
+  a->launch("slow", [&] {
+    EXPECT_TRUE(gate.wait());
+    a_done = true;
+  });
+  a->record(e);
+  c->wait(e);
+  bool a_done_when_c_ran = false;
+  std::atomic<bool> c_ran{false};
+  c->launch("after wait", [&] {
+    a_done_when_c_ran = a_done.load();
+    c_ran = true;
+  });
+  b->record(e);
+  e->synchronize();  // b's record (the most recent) has completed; a's has not
+  EXPECT_FALSE(a_done.load());
+  EXPECT_FALSE(c->query());
+  // c must stay parked: give a wrongly released c every chance to run (a bounded look; with the bug
+  // it ran here within microseconds whenever a second compute thread was free).
+  EXPECT_FALSE(test::eventually([&] { return c_ran.load(); }, std::chrono::milliseconds(100)));
+  gate.open();
+  c->synchronize();
+  EXPECT_TRUE(a_done_when_c_ran);
+}
+
+TEST_P(EventTest, LaterRecordCompletingFirstDoesNotReleaseAnEarlierWaitAcrossDevices) {
+  auto a = dev0.create_stream();
+  auto b = dev1.create_stream();  // idle, other device
+  auto c = dev1.create_stream();  // waits from the other device
+  auto e = Event::create();
+  Gate gate;
+  std::atomic<bool> a_done{false};
+  a->launch("slow", [&] {
+    EXPECT_TRUE(gate.wait());
+    a_done = true;
+  });
+  a->record(e);
+  c->wait(e);
+  bool a_done_when_c_ran = false;
+  c->launch("after wait", [&] { a_done_when_c_ran = a_done.load(); });
+  b->record(e);
+  EXPECT_EQ(e->device_index(), 1);
+  e->synchronize();
+  EXPECT_FALSE(c->query());
+  // Waits issued now capture b's completed record: they pass at once.
+  auto d = dev1.create_stream();  // dev0's only thread may be held by a's item
+  d->wait(e);
+  std::atomic<bool> d_ran{false};
+  d->launch("after completed wait", [&] { d_ran = true; });
+  d->synchronize();
+  EXPECT_TRUE(d_ran.load());
+  EXPECT_FALSE(a_done.load());
+  gate.open();
+  c->synchronize();
+  EXPECT_TRUE(a_done_when_c_ran);
+}
+
+// Records complete out of order: query/synchronize follow the most recent record only.
+TEST_P(EventTest, QueryAndSynchronizeFollowTheMostRecentRecordWhenRecordsCompleteOutOfOrder) {
+  auto a = dev0.create_stream();
+  auto b = dev1.create_stream();
+  auto e = Event::create();
+  Gate gate_a, gate_b;
+  a->launch("slow a", [&] { EXPECT_TRUE(gate_a.wait()); });
+  a->record(e);
+  b->launch("slow b", [&] { EXPECT_TRUE(gate_b.wait()); });
+  b->record(e);  // most recent
+  gate_a.open();
+  a->synchronize();  // the older record has completed...
+  EXPECT_FALSE(e->query());  // ...but not the most recent one
+  gate_b.open();
+  e->synchronize();
+  EXPECT_TRUE(e->query());
+  // The other order: the most recent record completes first; query is true, the older is irrelevant.
+  Gate gate_c;
+  a->launch("slow a again", [&] { EXPECT_TRUE(gate_c.wait()); });
+  a->record(e);
+  b->record(e);  // b is idle: completes promptly
+  e->synchronize();  // returns with a's record still pending
+  EXPECT_TRUE(e->query());
+  EXPECT_FALSE(a->query());
+  gate_c.open();
+  a->synchronize();
+}
+
+TEST_P(EventTest, ElapsedTimeUsesTheMostRecentRecords) {
+  auto s = dev0.create_stream();
+  auto t = dev1.create_stream();
+  auto start = Event::create(true);
+  auto end = Event::create(true);
+  Gate gate;
+  t->launch("slow", [&] { EXPECT_TRUE(gate.wait()); });
+  t->record(start);  // superseded before it completes
+  s->record(start);
+  s->launch("sleep", [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+  s->record(end);
+  end->synchronize();
+  EXPECT_GE(start->elapsed_ms(*end), 4.0);  // a lower bound: the item slept between the records
+  gate.open();
+  t->synchronize();
+}
+
 TEST_P(EventTest, DroppingTheLastUserReferenceIsSafe) {
   auto s = dev0.create_stream();
   auto t = dev0.create_stream();

@@ -244,13 +244,53 @@ TEST(StreamPriority, HighPriorityStreamIsServedFirst) {
   EXPECT_EQ(order, (std::vector<std::string>{"high", "normal"}));
 }
 
-TEST(StreamFairness, ALongStreamDoesNotStarveAnother) {
+// Several ready items on each side: every ready high-priority item runs before any normal one.
+TEST(StreamPriority, AllReadyHighPriorityItemsRunBeforeNormalOnes) {
   Runtime runtime(make_config(1, 1));
+  Device& device = runtime.device(0);
+  auto blocker = device.create_stream();
+  std::vector<std::shared_ptr<Stream>> normal, high;
+  for (int i = 0; i < 3; ++i) {
+    normal.push_back(device.create_stream(stream_priority_from_cuda(kLeastStreamPriority)));
+    high.push_back(device.create_stream(stream_priority_from_cuda(kGreatestStreamPriority)));
+  }
+  Gate gate;
+  std::atomic<bool> blocking{false};
+  blocker->launch("hold the only thread", [&] {
+    blocking = true;
+    EXPECT_TRUE(gate.wait());
+  });
+  ASSERT_TRUE(test::eventually([&] { return blocking.load(); }));
+  std::vector<char> order;  // written by items, which run one at a time on the only thread
+  for (int round = 0; round < 4; ++round) {
+    for (auto& s : normal) s->launch("normal", [&] { order.push_back('n'); });
+    for (auto& s : high) s->launch("high", [&] { order.push_back('h'); });
+  }
+  gate.open();
+  device.synchronize();
+  ASSERT_EQ(order.size(), 24u);
+  EXPECT_EQ(std::string(order.begin(), order.end()), std::string(12, 'h') + std::string(12, 'n'));
+}
+
+TEST(StreamPriority, CudaConventionMapping) {
+  static_assert(kGreatestStreamPriority < kLeastStreamPriority, "lower number = higher priority");
+  EXPECT_EQ(stream_priority_from_cuda(0), StreamPriority::kNormal);
+  EXPECT_EQ(stream_priority_from_cuda(-1), StreamPriority::kHigh);
+  EXPECT_EQ(stream_priority_from_cuda(-5), StreamPriority::kHigh);   // clamped, as CUDA does
+  EXPECT_EQ(stream_priority_from_cuda(3), StreamPriority::kNormal);  // clamped
+  EXPECT_EQ(cuda_stream_priority(StreamPriority::kHigh), -1);
+  EXPECT_EQ(cuda_stream_priority(StreamPriority::kNormal), 0);
+}
+
+TEST(StreamFairness, ALongStreamDoesNotStarveAnother) {
+  const int n = 10000 / test::kSanitizerDivisor;
+  Config config = make_config(1, 1);
+  config.launch_queue_depth = n + 1;  // the whole backlog is queued behind a gate this thread opens
+  Runtime runtime(config);
   Device& device = runtime.device(0);
   auto busy = device.create_stream();
   auto other = device.create_stream();
   Gate gate;
-  const int n = 10000 / test::kSanitizerDivisor;
   std::atomic<int> busy_done{0};
   busy->launch("gate", [&] { EXPECT_TRUE(gate.wait()); });
   for (int i = 0; i < n; ++i) busy->launch("busy", [&] { busy_done.fetch_add(1, std::memory_order_relaxed); });

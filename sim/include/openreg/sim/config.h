@@ -12,12 +12,21 @@ inline constexpr std::uint64_t kUnlimitedBandwidth = 0;
 //! compute_threads / memory_capacity value meaning "derive from the machine" (see Config::resolved).
 inline constexpr std::uint64_t kDerive = 0;
 
+//! Launch queue depth: default (about CUDA's) and valid range of Config::launch_queue_depth.
+inline constexpr std::uint64_t kDefaultLaunchQueueDepth = 1024;
+inline constexpr std::uint64_t kMinLaunchQueueDepth = 1;
+inline constexpr std::uint64_t kMaxLaunchQueueDepth = std::uint64_t{1} << 20;
+
 //! Plain value type; not thread-safe to mutate while shared, safe to copy.
 struct Config {
   int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..64
   int compute_threads = kDerive;                        //!< OPENREG_COMPUTE_THREADS: threads of each device's arena
   std::uint64_t memory_capacity = kDerive;              //!< OPENREG_MEMORY_CAPACITY: bytes per device
   std::uint64_t copy_bandwidth = kUnlimitedBandwidth;   //!< OPENREG_COPY_BANDWIDTH: bytes/s per copy engine
+  //! OPENREG_LAUNCH_QUEUE_DEPTH: work items a stream holds queued (not yet completed) before the host
+  //! thread issuing more waits for the device; kMinLaunchQueueDepth..kMaxLaunchQueueDepth.
+  //! See Note [Bounded launch queue].
+  std::uint64_t launch_queue_depth = kDefaultLaunchQueueDepth;
 
   //! Defaults overridden by the OPENREG_* environment variables, then resolved.
   //! Throws ConfigError naming the variable when a value is malformed or out of range.

@@ -25,6 +25,10 @@ class Device {
   int compute_threads() const noexcept;          //!< concurrency of its arena
   std::uint64_t copy_bandwidth() const noexcept; //!< bytes/s per copy engine, or kUnlimitedBandwidth
   Runtime& runtime() const noexcept;             //!< the runtime that owns it
+  //! Total time its compute threads have spent running its work (kernels, host callbacks, the
+  //! scheduling around them, execute() tasks), summed over threads, in ns since creation. Monotonic;
+  //! one relaxed atomic load. utilization over an interval = delta busy / (delta wall * compute_threads()).
+  std::uint64_t busy_time_ns() const noexcept;
   DeviceMemory& memory() noexcept;               //!< its heap
 
   //! The default stream (id kDefaultStreamId); lives as long as the device.
@@ -37,8 +41,8 @@ class Device {
   //! reference, throws kInvalidStream. Destroying the default stream throws kInvalidStream.
   void destroy_stream(StreamId id);
 
-  //! Blocks until all work on all streams of this device has run; throws the first unreported
-  //! WorkFailed of any of its streams (after waiting for all of them).
+  //! Blocks until all work on all streams of this device has run; then takes every unreported failure
+  //! of its streams and throws one WorkFailed naming the first and counting the others.
   void synchronize();
 
   //! Runs `fn` on this device's compute threads and waits for it (for intra-op parallel kernels that

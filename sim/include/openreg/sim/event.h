@@ -1,6 +1,6 @@
 #pragma once
-// Event: marks a point in a stream. Recording enqueues a marker; the event completes when the marker
-// runs. Streams on any device can wait on it; host threads can query or block on it.
+// Event: marks a point in a stream. Recording enqueues a marker; the event completes when its most
+// recent marker runs. A stream wait is tied to the marker most recent at the call (Note [Event records]). Streams on any device can wait on it; host threads can query or block on it.
 //
 // Thread-safety: every member function may be called from any thread concurrently. Streams keep a
 // reference to events they record or wait on, so dropping the last user reference is always safe.
@@ -11,7 +11,8 @@
 namespace openreg::sim {
 
 class Stream;
-struct WorkItem;  // private to the library
+struct WorkItem;     // private to the library
+struct EventRecord;  // private to the library
 
 class Event {
  public:
@@ -32,8 +33,9 @@ class Event {
   static constexpr int kNoDevice = -1;
 
   //! True when the most recent record has completed (or the event was never recorded).
-  //! Throws WorkFailed if an item before the record on its stream failed and that was not yet reported
-  //! through this event.
+  //! Throws WorkFailed (once per record) if its stream had an unreported failure when the record ran.
+  //! Only the most recent record counts: records may complete out of order across streams, and an
+  //! earlier one completing does not complete the event (CUDA's rule). See Note [Event records].
   bool query();
 
   //! Blocks until the most recent record completes (returns at once if never recorded); short spin,
@@ -50,14 +52,10 @@ class Event {
   friend class Stream;
   struct State;
   explicit Event(bool timing);
-  // Runs as the record item `seq` of `stream`: marks it complete and resumes the streams it unblocks.
-  void complete_record(std::uint64_t seq, Stream& stream);
-  // For a wait item: true if record `seq` has completed; otherwise registers `stream` to be resumed
-  // with `item` when it does and returns false (the stream parks).
-  bool ready_or_park(std::uint64_t seq, Stream& stream, WorkItem* item);
-  std::uint64_t next_record_seq() noexcept;  // for Stream::record
-  std::uint64_t last_record_seq() const noexcept;  // for Stream::wait
-  void set_device(int index) noexcept;
+  // For Stream::record (after the record item is enqueued): makes `record` the most recent one.
+  void set_latest(std::shared_ptr<EventRecord> record);
+  // For Stream::wait: the most recent record at this moment, or null if never recorded.
+  std::shared_ptr<EventRecord> latest() const;
 
   std::unique_ptr<State> s_;
 };

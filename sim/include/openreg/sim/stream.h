@@ -20,7 +20,8 @@ namespace openreg::sim {
 class Device;
 class Event;
 class CopyEngine;  // private to the library
-struct WorkItem;   // private to the library
+struct WorkItem;     // private to the library
+struct EventRecord;  // private to the library
 
 //! Identifies a stream within its device. Ids are never reused while the device lives.
 using StreamId = std::int64_t;
@@ -32,6 +33,20 @@ enum class StreamPriority : int {
   kNormal = 0,  //!< the default
   kHigh = 1,    //!< served before kNormal streams
 };
+
+//! The priority range in CUDA's convention (what torch.cuda.Stream and priority_range() use): a lower
+//! number is a higher priority; priority_range() returns (kLeastStreamPriority, kGreatestStreamPriority).
+inline constexpr int kLeastStreamPriority = 0;      //!< maps to StreamPriority::kNormal
+inline constexpr int kGreatestStreamPriority = -1;  //!< maps to StreamPriority::kHigh
+//! A CUDA-convention priority as a StreamPriority; out-of-range values are clamped to the range, as
+//! cudaStreamCreateWithPriority does.
+constexpr StreamPriority stream_priority_from_cuda(int priority) noexcept {
+  return priority <= kGreatestStreamPriority ? StreamPriority::kHigh : StreamPriority::kNormal;
+}
+//! The CUDA-convention number of a StreamPriority (for Stream.priority).
+constexpr int cuda_stream_priority(StreamPriority priority) noexcept {
+  return priority == StreamPriority::kHigh ? kGreatestStreamPriority : kLeastStreamPriority;
+}
 
 //! What a work item is; shown in traces and error messages.
 enum class ItemKind : std::uint8_t { kKernel, kCopy, kHostCallback, kEventRecord, kEventWait };
@@ -51,6 +66,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   //! Scheduling priority, fixed at creation.
   StreamPriority priority() const noexcept;
 
+  //! launch, copy and host_callback called from a host thread wait while the stream already holds
+  //! Config::launch_queue_depth uncompleted items (see Note [Bounded launch queue]); record and wait,
+  //! and anything enqueued from the device's own threads (kernels, host callbacks), never wait.
+  //! Do not call them while holding a lock that work items or host callbacks take.
+  //!
   //! Enqueues a kernel: `fn` runs on one of the device's compute threads after everything enqueued
   //! before it. `name` must outlive the item (a literal, or a name interned with intern_name()).
   //! An exception thrown by `fn` is kept and reported, with `name`, by the next query/synchronize of
@@ -74,7 +94,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   //! this call) completes. A no-op if the event was never recorded. Works across streams and devices.
   void wait(const std::shared_ptr<Event>& event);
 
-  //! True when all enqueued work has run. Throws WorkFailed (once) if an item failed.
+  //! True when all enqueued work has run. Throws WorkFailed (once) if items failed, or a wait was
+  //! satisfied by an event recorded after a failure: the first named, the others counted
+  //! (see Note [Failure reporting] in stream.cpp).
   bool query();
 
   //! Blocks until all work enqueued before the call has run (short spin, then a futex wait).
@@ -104,8 +126,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void resume(WorkItem* item);     // completes a parked item and continues the stream on the device
   void resume_here(WorkItem* item);  // likewise, dispatching from the calling (copy engine) thread
   void wait_idle();                       // synchronize() without reporting errors
-  bool take_error(std::string* message);  // the unreported error, cleared; false if none
-  bool peek_error(std::string* message) const;  // the unreported error, kept; false if none
+  // The unreported failures as one message (first named, others counted), cleared; `count` gets how
+  // many it stands for. False if none. See Note [Failure reporting].
+  bool take_error(std::string* message, std::uint64_t* count = nullptr);
+  bool peek_error(std::string* message) const;  // likewise, kept
+  void complete_record(EventRecord& record);    // runs a record item; resumes the waits it releases
+  bool wait_or_park(EventRecord& record, WorkItem* item);  // true if done; else parks (ownership passes)
+  void inherit_failure(const EventRecord& record);  // a satisfied wait takes over the record's failure
   void run_task(WorkItem* item);          // a kernel or host callback, failures kept on the stream
   void mark_destroyed() noexcept;
 
