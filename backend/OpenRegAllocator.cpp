@@ -198,7 +198,7 @@ class DeviceCache {
     note_stream(stream);
     process_events();
     Block* block = take_free(stream, size, small);
-    if (block == nullptr) block = new_segment(stream, size, small);
+    if (block == nullptr) block = new_segment(stream, size, small, context);
     if (block == nullptr) {
       // Out of memory: wait for the queued work that may still use cached or pending blocks, then
       // give every cached segment back and try once more (CUDA synchronizes and frees the same way).
@@ -210,7 +210,7 @@ class DeviceCache {
       block = take_free(stream, size, small);
       if (block == nullptr) {
         release_cached(synced_gen);
-        block = new_segment(stream, size, small);
+        block = new_segment(stream, size, small, context);
       }
       if (block == nullptr) {
         stats_.num_ooms += 1;
@@ -394,7 +394,8 @@ class DeviceCache {
 
   // Caller holds mutex_. A fresh segment as one free block (not in any pool), or nullptr when the sim
   // (or the memory fraction) has no room.
-  Block* new_segment(sim::Stream* stream, std::size_t size, bool small) {
+  Block* new_segment(sim::Stream* stream, std::size_t size, bool small,
+                     const std::shared_ptr<c10::GatheredContext>& context) {
     const std::size_t bytes = segment_size(size);
     if (limit_ != 0 && static_cast<std::uint64_t>(stats_.reserved_bytes[0].current) + bytes > limit_) {
       return nullptr;
@@ -412,7 +413,7 @@ class DeviceCache {
     });
     auto* block = new Block{device_, stream, ptr, bytes, 0, small};
     segments_.insert(block);
-    record(TraceEntry::SEGMENT_ALLOC, reinterpret_cast<std::size_t>(ptr), bytes, stream, nullptr);
+    record(TraceEntry::SEGMENT_ALLOC, reinterpret_cast<std::size_t>(ptr), bytes, stream, context);
     return block;
   }
 
