@@ -154,7 +154,8 @@ void wait_event(sim::Event& event) {
 }
 
 struct PendingFree {
-  std::shared_ptr<sim::Event> event;
+  std::shared_ptr<sim::Event> event;  // recorded on `stream` at the free
+  sim::Stream* stream;
   Block* block;
 };
 
@@ -231,7 +232,7 @@ class DeviceCache {
       auto event = sim::Event::create();
       try {
         s->record(event);  // outside the mutex: with a bounded launch queue this may wait
-        pending.push_back({std::move(event), block});
+        pending.push_back({std::move(event), s, block});
       } catch (const sim::Error&) {
         // A stream that cannot take the record has no work after this point to wait for.
       }
@@ -516,8 +517,18 @@ class DeviceCache {
   // Caller holds mutex_. Moves blocks whose record_stream events all completed into their pools.
   void process_events() {
     if (pending_.empty()) return;
+    // Events of one stream complete in the order they were recorded, which is (nearly: two threads
+    // may record, then append, in opposite orders) the order of pending_. So after the first one not
+    // done, that stream's later ones are skipped without a query; a misordered one that is already
+    // done just waits for a later allocation, never the other way round.
+    std::vector<sim::Stream*> busy;
     for (auto it = pending_.begin(); it != pending_.end();) {
+      if (std::find(busy.begin(), busy.end(), it->stream) != busy.end()) {
+        ++it;
+        continue;
+      }
       if (!event_done(*it->event)) {
+        busy.push_back(it->stream);
         ++it;
         continue;
       }

@@ -85,6 +85,12 @@ def test_record_stream_accepts_views_and_every_openreg_stream():
     x.record_stream(torch.openreg.current_stream())  # the allocation stream: nothing to do
     with torch.openreg.device(1):
         x.record_stream(torch.openreg.Stream())  # another device's stream is allowed as on CUDA
+    torch.empty(0, device="openreg").record_stream(torch.openreg.Stream())  # no block: nothing to do
+    del x
+    torch.openreg.synchronize(0)
+    torch.openreg.synchronize(1)
+    torch.openreg.empty_cache()  # the recorded frees complete; nothing stays pending
+    assert torch.openreg.memory_stats()["active_bytes.all.current"] == torch.openreg.memory_allocated()
 
 
 def test_loop_of_same_size_ops_reuses_one_warm_block():
