@@ -78,13 +78,19 @@ c10::CachingDeviceAllocator::DeviceStats stats_of(int device) {
   return ore::device_allocator().getDeviceStats(to_index(device));
 }
 
-// Stack gatherers for record_history: called on the allocating thread outside the allocator's locks.
-// CapturedTraceback gathers Python frames only where the thread may hold the GIL.
+// Stack gatherers for record_history: called on the allocating (or freeing) thread outside the
+// allocator's locks. Python frames are gathered only on Python threads (which ops run with the GIL
+// released, so gathering takes it back, as CUDA's allocator does); device threads, where deleters may
+// run, have no Python frames and must never wait for the GIL.
+bool on_python_thread() {
+  return PyGILState_GetThisThreadState() != nullptr;
+}
 std::shared_ptr<c10::GatheredContext> gather_python() {
+  if (!on_python_thread()) return nullptr;
   return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/false);
 }
 std::shared_ptr<c10::GatheredContext> gather_all() {
-  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/true);
+  return torch::CapturedTraceback::gather(/*python=*/on_python_thread(), /*script=*/true, /*cpp=*/true);
 }
 
 void record_memory_history(const std::optional<std::string>& enabled, const std::optional<std::string>& context,
