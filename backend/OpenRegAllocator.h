@@ -47,7 +47,8 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   //! Allocates on the calling thread's current openreg device, for its current stream there.
   c10::DataPtr allocate(std::size_t nbytes) override;
-  //! Plain memcpy: device memory is host-addressable; the caller orders it after pending work.
+  //! Plain memcpy: device memory is host-addressable. The caller orders it after pending work, which
+  //! includes work queued on a fresh block's stream before its previous owner freed it.
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
   bool initialized() override;

@@ -10,9 +10,10 @@
 // storage, and enqueues ONE work item on the current stream of the op's device. The item owns CPU
 // aliases of everything it touches (Note [Work items hold CPU aliases, not tensors]); on a device
 // thread it runs the CPU kernel on the aliases (the out= overload writing straight into the
-// preallocated outputs when the op has one) and then drops them. The caller returns at once. Errors the kernel
-// would raise about shapes and dtypes are raised by the meta pass first, on the caller's thread; errors
-// that depend on the data (an index out of range) are raised at the next synchronization, like CUDA's.
+// preallocated outputs when the op has one) and then drops them. The caller returns at once. Errors
+// the kernel would raise about shapes and dtypes are raised by the meta pass first, on the caller's
+// thread; errors that depend on the data (an index out of range) are raised at the next
+// synchronization, like CUDA's.
 //
 // Sync path: ops whose output shape or result depends on the data (nonzero, item-like returns,
 // asserts), ops with no Meta kernel or a meta kernel that disagrees with CPU, calls whose written
@@ -492,6 +493,9 @@ at::Tensor to_device(const at::Tensor& t, const AliasConverter& cpu, c10::ArrayR
   }
   at::Tensor src = t.is_non_overlapping_and_dense() ? t : t.contiguous();
   at::Tensor out = at::empty_strided(src.sizes(), src.strides(), src.options().device(kOpenReg, device));
+  // The host writes the fresh block directly: work that another thread queued on this stream before
+  // freeing the block may still use it (Note [Stream-ordered device memory] in OpenRegAllocator.cpp).
+  c10::openreg::translate_sim_errors([&] { c10::openreg::current_sim_stream(device).synchronize(); });
   cpu_alias_of(out).copy_(src);
   return out;
 }
