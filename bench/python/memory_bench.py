@@ -138,7 +138,7 @@ def section_rss(quick):
 def section_capacity(quick, capacity):
     torch = _setup()
     n = 2000 if quick else 20000
-    n_mm = 200 if quick else 2000  # 512x512 matmuls are compute bound: 20k take minutes on 2 cores
+    n_mm = 200 if quick else 20000  # 512x512 matmuls are compute bound: 20k take about a minute
     results = {"capacity": capacity}
 
     def run(name, iterations, body):
