@@ -309,7 +309,7 @@ TEST_F(AllocatorTest, StatsStayConsistentUnderManyThreads) {
       StreamScope scope(t % 2 == 0 ? c10::openreg::default_stream(0) : side);
       std::vector<c10::DataPtr> live;
       for (int i = 0; i < 2000; ++i) {
-        const std::size_t size = (rng() % 16 == 0) ? kMiB + 1 + rng() % kMiB : 1 + rng() % 65536;
+        const std::size_t size = (rng() % 32 == 0) ? kMiB + 1 + rng() % (kMiB / 2) : 1 + rng() % 65536;
         try {
           live.push_back(device_allocator().allocate(size));
         } catch (const c10::OutOfMemoryError&) {
