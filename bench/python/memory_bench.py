@@ -5,7 +5,8 @@ Sections (each in its own process, because the openreg configuration is read onc
 
   add        1M-float `z = x + x` loop with results dropped: peak device memory above the input, time per
              op vs the out= version (`torch.add(x, x, out=y)`) and vs CPU eager at the device's thread count
-  rss        200k small ops issued from one thread: growth of the process's resident memory
+  rss        200k small ops issued from one thread: growth of the process's resident memory (sin on
+             1024 floats, which the device keeps up with; rss_backlog: sin on 256x256, which it does not)
   capacity   loops at OPENREG_MEMORY_CAPACITY=256M and 1G: `y = x.sin()` (256x256), `t = empty(1M);
              t.fill_(1); del t`, `z = x + x` (1M floats), `x = (x @ w).tanh_()` (512x512), without OOM
 
@@ -107,10 +108,10 @@ def section_add(quick):
     }
 
 
-def section_rss(quick):
+def section_rss(quick, shape=(1024,)):
     torch = _setup()
     n = 20000 if quick else 200000
-    x = torch.randn(1024, device="openreg")
+    x = torch.randn(*shape, device="openreg")
     for _ in range(1000):  # warm: allocator, meta cache, kernels
         y = x.sin()
     torch.openreg.synchronize()
@@ -127,6 +128,7 @@ def section_rss(quick):
     total = time.perf_counter() - t0
     return {
         "ops": n,
+        "shape": list(shape),
         "rss_growth_peak_mib": (peak - before) / MiB,
         "rss_growth_end_mib": (_rss_bytes() - before) / MiB,
         "issue_s": issued,
@@ -195,6 +197,9 @@ def section_capacity(quick, capacity):
 SECTIONS = {
     "add": lambda quick: section_add(quick),
     "rss": lambda quick: section_rss(quick),
+    # 256x256 sin takes the device longer than the host takes to issue it: the queue grows unless
+    # the launch queue is bounded.
+    "rss_backlog": lambda quick: section_rss(quick, (256, 256)),
     "capacity_256M": lambda quick: section_capacity(quick, "256M"),
     "capacity_1G": lambda quick: section_capacity(quick, "1G"),
 }
@@ -212,19 +217,22 @@ def run_section(name, quick):
 
 
 def print_table(results):
-    print(f"{'section':<16}{'measure':<40}{'value':>14}")
+    print(f"{'section':<16}{'measure':<46}{'value':>14}")
     a = results.get("add", {})
     if "error" not in a and a:
-        print(f"{'add':<16}{'peak allocated above input (MiB)':<40}{a['peak_allocated_above_input_mib']:>14.2f}")
-        print(f"{'':<16}{'z = x + x, us/op':<40}{a['openreg_us_per_op']:>14.1f}")
-        print(f"{'':<16}{'add(out=), us/op':<40}{a['openreg_out_us_per_op']:>14.1f}")
-        print(f"{'':<16}{'CPU eager z = x + x, us/op':<40}{a['cpu_us_per_op']:>14.1f}")
-        print(f"{'':<16}{'ratio vs out= (target <= 1.3)':<40}{a['ratio_vs_out']:>14.2f}")
-        print(f"{'':<16}{'ratio vs CPU eager (target <= 1.3)':<40}{a['ratio_vs_cpu']:>14.2f}")
-    r = results.get("rss", {})
-    if "error" not in r and r:
-        print(f"{'rss':<16}{str(r['ops']) + ' small ops: RSS growth peak (MiB)':<40}{r['rss_growth_peak_mib']:>14.1f}")
-        print(f"{'':<16}{'RSS growth at the end (MiB)':<40}{r['rss_growth_end_mib']:>14.1f}")
+        print(f"{'add':<16}{'peak allocated above input (MiB)':<46}{a['peak_allocated_above_input_mib']:>14.2f}")
+        print(f"{'':<16}{'z = x + x, us/op':<46}{a['openreg_us_per_op']:>14.1f}")
+        print(f"{'':<16}{'add(out=), us/op':<46}{a['openreg_out_us_per_op']:>14.1f}")
+        print(f"{'':<16}{'CPU eager z = x + x, us/op':<46}{a['cpu_us_per_op']:>14.1f}")
+        print(f"{'':<16}{'ratio vs out= (target <= 1.3)':<46}{a['ratio_vs_out']:>14.2f}")
+        print(f"{'':<16}{'ratio vs CPU eager (target <= 1.3)':<46}{a['ratio_vs_cpu']:>14.2f}")
+    for key in ("rss", "rss_backlog"):
+        r = results.get(key, {})
+        if "error" in r or not r:
+            continue
+        label = f"{r['ops']} x sin{tuple(r['shape'])}: RSS growth peak (MiB)"
+        print(f"{key:<16}{label:<46}{r['rss_growth_peak_mib']:>14.1f}")
+        print(f"{'':<16}{'RSS growth at the end (MiB)':<46}{r['rss_growth_end_mib']:>14.1f}")
     for key in ("capacity_256M", "capacity_1G"):
         c = results.get(key, {})
         if "error" in c or not c:
@@ -233,7 +241,7 @@ def print_table(results):
             e = c[loop]
             status = "ok" if e["ok"] else "OOM"
             label = f"{loop} x{e['iterations']}: {status}, peak reserved MiB"
-            print(f"{key:<16}{label:<40}{e['peak_reserved_mib']:>14.1f}")
+            print(f"{key:<16}{label:<46}{e['peak_reserved_mib']:>14.1f}")
     for key, value in results.items():
         if isinstance(value, dict) and "error" in value:
             print(f"{key}: FAILED\n{value['error']}")
