@@ -15,7 +15,8 @@ class OpenRegHostAllocator final : public at::HostAllocator {
   c10::DeleterFnPtr raw_deleter() const override;
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 
-  //! Nothing to record, see Note [Blocks are freed only after their work ran].
+  //! Nothing to record: work items that read or write pinned memory keep its storage alive until they
+  //! ran (enqueue_byte_copy in ops/Copy.cpp), which is what CUDA's recorded events guarantee.
   bool record_event(void* ptr, void* ctx, c10::Stream stream) override;
   //! Nothing is cached.
   void empty_cache() override;

@@ -55,17 +55,22 @@ std::size_t span_bytes(const at::Tensor& t) {
   return static_cast<std::size_t>(t.numel()) * t.element_size();
 }
 
-// Enqueues a byte copy of src's span over dst's span on `stream`, then a host callback that keeps both
-// storages (and so their memory) alive until the copy ran. The item holds storages, never the caller's
-// tensors (Note [Work items hold storages, not tensors] in Fallback.cpp): dropping the last reference
-// to a TensorImpl that Python knows would take the GIL on a device thread, and abort at exit. The
-// pointers are taken now, so later metadata changes of dst or src on the host do not move the copy.
+// Enqueues a byte copy of src's span over dst's span on `stream`. A host side's storage is kept alive
+// by a host callback after the copy (CUDA's host allocator guards pinned buffers with events; keeping
+// them is equivalent). Device sides are not kept: a freed device block is reused only in stream order
+// (Note [Stream-ordered device memory] in OpenRegAllocator.cpp). The callback holds storages, never
+// the caller's tensors (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp). The pointers
+// are taken now, so later metadata changes of dst or src on the host do not move the copy.
 void enqueue_byte_copy(sim::Stream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TORCH_INTERNAL_ASSERT(byte_copyable(src, dst));
   translate_sim_errors([&] {
     stream.copy(dst.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), "openreg::copy");
-    std::array<c10::Storage, 2> keep{dst.storage(), src.storage()};
-    stream.host_callback("openreg::copy_release", [keep = std::move(keep)] {});
+    std::array<c10::Storage, 2> keep;
+    std::size_t n = 0;
+    for (const at::Tensor* t : {&dst, &src}) {
+      if (!is_openreg(*t)) keep[n++] = t->storage();
+    }
+    if (n > 0) stream.host_callback("openreg::copy_release", [keep = std::move(keep)] {});
   });
 }
 
@@ -75,15 +80,15 @@ void enqueue_kernel_copy(sim::Stream& stream, c10::DeviceIndex index, const at::
   TORCH_INTERNAL_ASSERT(is_openreg(dst) && is_openreg(src), "kernel copies run on device memory only");
   const int threads = stream.device().compute_threads();
   // Aliases are made now (metadata as of enqueue, see fill_ in Factory.cpp); one converter, so an
-  // overlapping src and dst keep sharing memory, as on CPU. The item owns the aliases (TensorImpls no
-  // one else sees) and the device storages behind them, never dst or src themselves (Note [Work items
-  // hold storages, not tensors] in Fallback.cpp).
+  // overlapping src and dst keep sharing memory, as on CPU. The item owns the aliases only (TensorImpls
+  // no one else sees), never dst, src or their memory (Note [Work items hold CPU aliases, not tensors]
+  // in Fallback.cpp).
   AliasConverter aliases(AliasTarget::kCpu);
   at::Tensor cpu_dst = aliases.convert(dst);
   at::Tensor cpu_src = aliases.convert(src);
   translate_sim_errors([&] {
-    stream.launch("aten::copy_", [cpu_dst = std::move(cpu_dst), cpu_src = std::move(cpu_src),
-                                  storages = aliases.take_sources(), index, threads]() mutable {
+    stream.launch("aten::copy_", [cpu_dst = std::move(cpu_dst), cpu_src = std::move(cpu_src), index,
+                                  threads]() mutable {
       IntraOpThreadsScope scope(index, threads);
       cpu_dst.copy_(cpu_src);
     });
@@ -169,6 +174,10 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor to = byte_copyable(from, dst)
                       ? dst
                       : at::empty_strided(from.sizes(), from.strides(), dst.options().dtype(from.scalar_type()));
+  // Cross-stream use of blocks (Note [Stream-ordered device memory] in OpenRegAllocator.cpp): the
+  // copy on src's stream writes `to`, a block of dst's stream. Both streams are ordered with events, as
+  // CUDA's copy does, so no record_stream is needed: dst's stream waits for the copy before anything
+  // later (a reuse of `to` or dst after their free included) and the copy waits for dst's earlier work.
   translate_sim_errors([&] {
     // Like CUDA: the copy runs on the source's current stream, after the destination's current stream
     // reached this point (earlier readers/writers of dst are done) ...

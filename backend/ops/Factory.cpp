@@ -64,12 +64,11 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   auto& stream = c10::openreg::current_sim_stream(index);
   const int threads = stream.device().compute_threads();
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
-  // t_, set_) cannot change what the pending kernel writes. The work item holds self's storage, so the
-  // memory outlives the kernel (Note [Blocks are freed only after their work ran]), but not `self`:
-  // see Note [Work items hold storages, not tensors] in Fallback.cpp.
+  // t_, set_) cannot change what the pending kernel writes. The item owns the alias only, neither
+  // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp).
   c10::openreg::translate_sim_errors([&] {
     stream.launch("aten::fill_.Scalar",
-                  [storage = self.storage(), alias = cpu_alias_of(self), value, index, threads] {
+                  [alias = cpu_alias_of(self), value, index, threads] {
                     IntraOpThreadsScope scope(index, threads);
                     alias.fill_(value);
                   });

@@ -8,12 +8,12 @@
 // metadata before), allocates fresh outputs on the device (the stream-aware caching allocator),
 // resizes out= arguments the meta kernel resized, builds view outputs as metadata over the input's
 // storage, and enqueues ONE work item on the current stream of the op's device. The item owns CPU
-// aliases of everything it touches and the device storages behind them (Note [Work items hold
-// storages, not tensors]), so no memory is freed or reused while it is pending; on a device thread it
-// runs the CPU kernel on the aliases (the out= overload writing straight into the preallocated outputs
-// when the op has one) and then drops those references. The caller returns at once. Errors the kernel
-// would raise about shapes and dtypes are raised by the meta pass first, on the caller's thread; errors
-// that depend on the data (an index out of range) are raised at the next synchronization, like CUDA's.
+// aliases of everything it touches (Note [Work items hold CPU aliases, not tensors]); on a device
+// thread it runs the CPU kernel on the aliases (the out= overload writing straight into the
+// preallocated outputs when the op has one) and then drops them. The caller returns at once. Errors
+// the kernel would raise about shapes and dtypes are raised by the meta pass first, on the caller's
+// thread; errors that depend on the data (an index out of range) are raised at the next
+// synchronization, like CUDA's.
 //
 // Sync path: ops whose output shape or result depends on the data (nonzero, item-like returns,
 // asserts), ops with no Meta kernel or a meta kernel that disagrees with CPU, calls whose written
@@ -266,18 +266,20 @@ struct SilentWarnings final : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
-// Note [Work items hold storages, not tensors]
-// A work item must keep the device memory it touches alive, but it must not own the caller's
-// TensorImpls: a TensorImpl that Python also references keeps its PyObject alive while C++ holds
-// extra references, and dropping the last such reference on a device thread would take the GIL there
-// (slow, and fatal while the interpreter shuts down). So the host builds the CPU aliases when it
-// enqueues (new TensorImpls nobody else sees) and the item owns those plus the device storages.
+// Note [Work items hold CPU aliases, not tensors]
+// A work item needs the addresses of the device memory it touches, not ownership of it: a block freed
+// while the item is queued is reused only by later work on its own stream, or, when the program used
+// it on other streams, after record_stream's events (Note [Stream-ordered device memory] in
+// OpenRegAllocator.cpp). So the host builds CPU aliases when it enqueues (new TensorImpls over the raw
+// device pointers, which nobody else sees) and the item owns only those, plus CPU tensors it reads
+// (snapshots of host arguments). It must never own the caller's TensorImpls: a TensorImpl that Python
+// also references would be released on a device thread, which takes the GIL there (slow, and fatal
+// while the interpreter shuts down).
 struct OpWorkItem {
   c10::OperatorHandle op;
   const ExecutePlan* plan;
   std::vector<IValue> args;            // CPU aliases of the arguments (CPU tensors snapshotted)
   std::vector<at::Tensor> fresh;       // CPU aliases of the fresh outputs, flattened in return order
-  std::vector<c10::Storage> storages;  // the device storages behind all of them
   std::uint64_t seed;                  // for random ops
   int device;
   int compute_threads;
@@ -336,11 +338,10 @@ struct OpWorkItem {
         }
       }
     }
-    // Drop every reference here, on the device thread, rather than whenever the queue recycles the
-    // item: storages freed now go back to the allocator in stream order.
+    // Drop the aliases (and the host snapshots) here, on the device thread, rather than whenever the
+    // queue recycles the item.
     stack.clear();
     fresh.clear();
-    storages.clear();
   }
 };
 
@@ -453,7 +454,7 @@ bool run_async(const c10::OperatorHandle& op, const ExecutePlan& plan, Stack* st
   }
 
   if (plan.writes || !fresh.empty()) {
-    OpWorkItem item{op, &plan, {}, {}, {}, take_seed(plan, args, device), device, 0};
+    OpWorkItem item{op, &plan, {}, {}, take_seed(plan, args, device), device, 0};
     AliasConverter cpu(AliasTarget::kCpu);
     const IValue none;
     item.args.reserve(n + fresh.size());
@@ -462,7 +463,6 @@ bool run_async(const c10::OperatorHandle& op, const ExecutePlan& plan, Stack* st
     }
     item.fresh.reserve(fresh.size());
     for (const auto& t : fresh) item.fresh.push_back(cpu.convert(t));
-    item.storages = cpu.take_sources();
     c10::openreg::translate_sim_errors([&] {
       auto& stream = c10::openreg::current_sim_stream(device);
       item.compute_threads = stream.device().compute_threads();
@@ -493,6 +493,9 @@ at::Tensor to_device(const at::Tensor& t, const AliasConverter& cpu, c10::ArrayR
   }
   at::Tensor src = t.is_non_overlapping_and_dense() ? t : t.contiguous();
   at::Tensor out = at::empty_strided(src.sizes(), src.strides(), src.options().device(kOpenReg, device));
+  // The host writes the fresh block directly: work that another thread queued on this stream before
+  // freeing the block may still use it (Note [Stream-ordered device memory] in OpenRegAllocator.cpp).
+  c10::openreg::translate_sim_errors([&] { c10::openreg::current_sim_stream(device).synchronize(); });
   cpu_alias_of(out).copy_(src);
   return out;
 }

@@ -8,9 +8,9 @@
 // which keeps its exact semantics and error messages.
 //
 // The work item captures the geometry at enqueue time (data pointers with their offsets applied, the
-// shared sizes, the dtype) plus the device storages that keep the memory alive, and builds its CPU
-// aliases on the device thread: later host-side metadata changes of the caller's tensors cannot
-// reach it, and it owns no caller TensorImpl (Note [Work items hold storages, not tensors]).
+// shared sizes, the dtype) and builds its CPU aliases on the device thread: later host-side metadata
+// changes of the caller's tensors cannot reach it, and it owns neither a caller TensorImpl nor the
+// device memory (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp).
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
@@ -46,16 +46,15 @@ constexpr c10::DeviceType kOpenReg = c10::DeviceType::PrivateUse1;
 enum class FastOp : std::uint8_t { kAdd, kSub, kMul, kDiv, kRelu, kMm, kAddmm };
 
 //! One operand as the item sees it, captured at enqueue: the address of its first element, its sizes
-//! and strides, and the storage that owns the memory.
+//! and strides.
 struct Operand {
-  c10::Storage storage;
   void* data = nullptr;
   c10::SmallVector<int64_t, 4> sizes;
   c10::SmallVector<int64_t, 4> strides;
 
   static Operand of(const at::Tensor& t) {
     auto* base = static_cast<char*>(t.storage().unsafeGetStorageImpl()->mutable_data_ptr().get());
-    return {t.storage(), base + t.storage_offset() * static_cast<int64_t>(t.itemsize()),
+    return {base + t.storage_offset() * static_cast<int64_t>(t.itemsize()),
             c10::SmallVector<int64_t, 4>(t.sizes().begin(), t.sizes().end()),
             c10::SmallVector<int64_t, 4>(t.strides().begin(), t.strides().end())};
   }
@@ -96,8 +95,6 @@ struct FastItem {
       // As in the general path: the stream reports what() at the next synchronize; no C++ backtrace.
       throw std::runtime_error(e.what_without_backtrace());
     }
-    // Storages go back to the allocator now, in stream order, not when the queue recycles the item.
-    for (auto& o : operands) o.storage = c10::Storage();
   }
 
   void run() {

@@ -28,10 +28,9 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   c10::DataPtr fresh = allocator->allocate(nbytes);
   const std::size_t keep = std::min(storage->nbytes(), nbytes);
   if (storage->nbytes() > 0) {
-    // Pending work items hold this StorageImpl and raw pointers into its current allocation (taken
-    // when they were enqueued), not the allocation itself: replacing the DataPtr frees the old block
-    // under them. Let every stream of the device finish first; then the old bytes are final and no
-    // work can still use the old allocation.
+    // Pending work items hold raw pointers into the current allocation (taken when they were
+    // enqueued). The old bytes are copied on the host, so they must be final: let every stream of the
+    // device finish first (the old block then returns to its stream's cache with no work pending).
     c10::openreg::synchronize_device(device.index());
     if (keep > 0) {
       std::memcpy(fresh.get(), storage->data(), keep);

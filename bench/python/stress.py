@@ -11,7 +11,11 @@ level, and (exit 2, from a watchdog) on a hang: no thread making progress for --
 Ordering discipline (what a correct user program does, and what is being checked): every slot (a device
 tensor and its CPU reference) carries the event recorded after its last use; any stream that uses the
 slot first waits on that event, then records a new one. So every use of a slot is ordered after the
-previous one, whatever streams and devices they ran on.
+previous one, whatever streams and devices they ran on. Frees are not ordered: a slot is dropped while
+other streams may still use it, so every use on a stream calls Tensor.record_stream(stream), as CUDA's
+caching allocator requires (a freed block is otherwise reused at once by its allocation stream). The
+`free_in_use` op makes that race likely: it frees a tensor a busy side stream is about to read, then
+overwrites fresh memory on the tensor's allocation stream.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class Worker(threading.Thread):
         for s in slots:
             if s.event is not None:
                 stream.wait_event(s.event)
+            # The slot may be freed while `stream` still uses it (Note [Stream-ordered device memory]).
+            s.dev.record_stream(stream)
 
     def _done(self, stream, *slots: Slot) -> None:
         event = torch.Event(device=stream.device)
@@ -149,6 +155,33 @@ class Worker(threading.Thread):
             self._done(s_dst, out)
         self.slots.append(out)
 
+    def op_free_in_use(self) -> None:
+        """Frees a tensor while a busy side stream still has to read it, then overwrites new memory on
+        the tensor's allocation stream: with record_stream the side stream still reads the old values."""
+        dev = self.rng.choice(self.devices)
+        if len(self.streams[dev.index]) < 2:
+            return self.op_unary()
+        owner, user = self.rng.sample(self.streams[dev.index], 2)
+        shape = (self.rng.choice([7, 64, 257]), 16)
+        ref = self._new_values(shape)
+        with torch.openreg.stream(owner):
+            t = ref.to(dev)  # t's block belongs to `owner`
+            ready = torch.Event(device=dev)
+            ready.record(owner)
+        user.wait_event(ready)
+        with torch.openreg.stream(user):
+            busy = torch.ones(256, 256, device=dev)
+            for _ in range(4):
+                busy = busy @ busy / 256  # the user stream reads t only after this (exact: all ones)
+            out = Slot(t * 2.0 + busy[0, 0], ref * 2.0 + 1.0)
+        t.record_stream(user)
+        del t
+        with torch.openreg.stream(owner):
+            clobber = torch.full(shape, float("nan"), device=dev)  # would take t's block without the record
+        self._done(user, out)
+        self.slots.append(out)
+        del clobber
+
     def op_free(self) -> None:
         if len(self.slots) > 2:
             self.slots.pop(self.rng.randrange(len(self.slots)))
@@ -168,7 +201,7 @@ class Worker(threading.Thread):
 
     def run(self) -> None:
         ops = [(self.op_create, 3), (self.op_unary, 4), (self.op_binary, 4), (self.op_inplace, 2),
-               (self.op_matmul, 1), (self.op_reduce, 1), (self.op_cross_device, 3), (self.op_free, 3),
+               (self.op_matmul, 1), (self.op_reduce, 1), (self.op_cross_device, 3), (self.op_free, 3), (self.op_free_in_use, 2),
                (self.op_check, 1)]
         choices, weights = zip(*ops)
         try:

@@ -8,6 +8,7 @@
 #include "backend/OpenRegGenerator.h"
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
+#include "python/csrc/MemoryBindings.h"
 
 #include <openreg/sim/trace.h>
 
@@ -24,49 +25,9 @@ namespace py = pybind11;
 namespace {
 
 namespace ore = c10::openreg;
-using c10::CachingAllocator::Stat;
-using c10::CachingAllocator::StatArray;
 
 c10::DeviceIndex to_index(int device) {
   return static_cast<c10::DeviceIndex>(device);
-}
-
-// Flattens DeviceStats with torch.cuda.memory_stats()'s key names ("allocated_bytes.all.current").
-py::dict flat_memory_stats(const c10::CachingDeviceAllocator::DeviceStats& stats) {
-  py::dict out;
-  const auto add_stat = [&](const std::string& name, const Stat& s) {
-    out[py::str(name + ".current")] = s.current;
-    out[py::str(name + ".peak")] = s.peak;
-    out[py::str(name + ".allocated")] = s.allocated;
-    out[py::str(name + ".freed")] = s.freed;
-  };
-  const auto add_array = [&](const std::string& name, const StatArray& a) {
-    add_stat(name + ".all", a[0]);
-    add_stat(name + ".small_pool", a[1]);
-    add_stat(name + ".large_pool", a[2]);
-  };
-  add_array("allocation", stats.allocation);
-  add_array("segment", stats.segment);
-  add_array("active", stats.active);
-  add_array("inactive_split", stats.inactive_split);
-  add_array("allocated_bytes", stats.allocated_bytes);
-  add_array("reserved_bytes", stats.reserved_bytes);
-  add_array("active_bytes", stats.active_bytes);
-  add_array("inactive_split_bytes", stats.inactive_split_bytes);
-  add_array("requested_bytes", stats.requested_bytes);
-  add_stat("oversize_allocations", stats.oversize_allocations);
-  add_stat("oversize_segments", stats.oversize_segments);
-  out["num_alloc_retries"] = stats.num_alloc_retries;
-  out["num_ooms"] = stats.num_ooms;
-  out["num_sync_all_streams"] = stats.num_sync_all_streams;
-  out["num_device_alloc"] = stats.num_device_alloc;
-  out["num_device_free"] = stats.num_device_free;
-  out["max_split_size"] = stats.max_split_size;
-  return out;
-}
-
-c10::CachingDeviceAllocator::DeviceStats stats_of(int device) {
-  return ore::device_allocator().getDeviceStats(to_index(device));
 }
 
 }  // namespace
@@ -103,30 +64,8 @@ PYBIND11_MODULE(_C, m) {
           return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
         }));
 
-  // --- device memory ---
-  m.def("_memory_stats", torch::wrap_pybind_function([](int device) { return flat_memory_stats(stats_of(device)); }));
-  m.def("_memory_allocated", torch::wrap_pybind_function([](int device) {
-          return stats_of(device).allocated_bytes[0].current;
-        }));
-  m.def("_max_memory_allocated", torch::wrap_pybind_function([](int device) {
-          return stats_of(device).allocated_bytes[0].peak;
-        }));
-  m.def("_memory_reserved", torch::wrap_pybind_function([](int device) {
-          return stats_of(device).reserved_bytes[0].current;
-        }));
-  m.def("_max_memory_reserved", torch::wrap_pybind_function([](int device) {
-          return stats_of(device).reserved_bytes[0].peak;
-        }));
-  m.def("_reset_peak_memory_stats", torch::wrap_pybind_function([](int device) {
-          ore::device_allocator().resetPeakStats(to_index(device));
-        }));
-  m.def("_reset_accumulated_memory_stats", torch::wrap_pybind_function([](int device) {
-          ore::device_allocator().resetAccumulatedStats(to_index(device));
-        }));
-  m.def("_empty_cache", torch::wrap_pybind_function_no_gil([] { ore::device_allocator().emptyCache(); }));
-  m.def("_mem_get_info", torch::wrap_pybind_function([](int device) {
-          return ore::device_allocator().getMemoryInfo(to_index(device));  // (free, total)
-        }));
+  // --- device memory (MemoryBindings.cpp) ---
+  bind_memory(m);
 
   // --- pinned host memory ---
   m.def("_is_pinned_ptr", [](std::uintptr_t ptr) { return ore::is_pinned_ptr(reinterpret_cast<const void*>(ptr)); });

@@ -1,8 +1,10 @@
 """Copies and fills that are still pending when Python lets go of their tensors.
 
-Work items keep the memory they touch alive, but not the tensors (Note [Work items hold storages, not
-tensors] in backend/ops/Fallback.cpp): a device thread that dropped the last reference to a tensor Python
-had released would take the GIL, and at interpreter exit abort the process. The exit tests run in a
+Work items keep the host memory they touch alive and never hold tensors (Note [Work items hold CPU
+aliases, not tensors] in backend/ops/Fallback.cpp): a device thread that dropped the last reference to a
+tensor Python had released would take the GIL, and at interpreter exit abort the process. A freed device
+block is reused only by later work on its own stream (Note [Stream-ordered device memory] in
+backend/OpenRegAllocator.cpp), so pending work on it stays correct. The exit tests run in a
 subprocess with a copy bandwidth limit, so that plenty of work is certainly pending when it exits.
 """
 
@@ -76,7 +78,7 @@ def test_non_blocking_copies_outlive_the_source_tensors():
     del host  # the pending H2D copy keeps the pinned memory alive
     back = torch.empty(n, pin_memory=True)
     back.copy_(dev, non_blocking=True)
-    del dev  # ... and the pending D2H copy the device memory
+    del dev  # ... and the device block is reused only by work queued after the D2H copy
     torch.openreg.synchronize()
     assert torch.equal(back, torch.arange(n, dtype=torch.float32))
 

@@ -6,7 +6,7 @@ MiB = 1 << 20
 
 
 def _settle(device=0):
-    # Frees of tensors whose work is still queued happen when that work completes.
+    # Lets queued work finish, so the statistics below do not depend on timing.
     torch.openreg.synchronize(device)
 
 

@@ -1,14 +1,22 @@
-"""Device memory statistics and the caching allocator's cache, named and shaped as in torch.cuda.
+"""Device memory statistics, the caching allocator's cache and its debugging API, named and shaped as in
+torch.cuda.memory.
 
-Freed blocks stay cached for reuse by the same stream, so ``memory_reserved`` >= ``memory_allocated``;
-``empty_cache`` returns the unused cached blocks to the device. Statistics use CUDA's flat keys, e.g.
-``"allocated_bytes.all.current"``.
+A freed block stays cached and is reused at once by later allocations on the stream it was allocated
+on (CUDA's stream-ordered rules); a tensor used on other streams needs ``Tensor.record_stream`` before
+it is freed. ``memory_reserved`` >= ``memory_allocated``; ``empty_cache`` waits for the work that may
+still use cached blocks and returns them to the device. Statistics use CUDA's flat keys, e.g.
+``"allocated_bytes.all.current"``. Snapshots (``_snapshot``, ``memory_snapshot``) have torch.cuda's
+structure, so ``torch.cuda._memory_viz`` renders them.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any
+import pickle
+import sys
+from typing import Any, Optional
+
+import torch
 
 from torch_openreg import _C
 
@@ -26,6 +34,10 @@ __all__ = [
     "empty_cache",
     "memory_summary",
     "mem_get_info",
+    "memory_snapshot",
+    "set_per_process_memory_fraction",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
 ]
 
 
@@ -82,6 +94,77 @@ def empty_cache() -> None:
         _C._empty_cache()
 
 
+def set_per_process_memory_fraction(fraction: float, device: Device = None) -> None:
+    """Caps the memory the caching allocator may reserve on ``device`` at ``fraction`` of its capacity;
+    allocating past it raises ``torch.OutOfMemoryError``, as on CUDA."""
+    idx = _index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    _C._set_memory_fraction(fraction, idx)
+
+
+def caching_allocator_alloc(size: int, device: Device = None, stream: Optional[torch.Stream] = None) -> int:
+    """Allocates ``size`` bytes from the caching allocator for ``stream`` (default: the current stream
+    of ``device``) and returns the address; free it with ``caching_allocator_delete``."""
+    if isinstance(device, torch.Stream) and stream is None:  # torch.cuda accepts (size, stream)
+        device, stream = None, device
+    if stream is None:
+        idx = _index(device)
+        stream = torch.openreg.current_stream(idx)
+    if not isinstance(stream, torch.Stream):
+        raise TypeError("Invalid type for stream argument, must be `torch.Stream`")
+    if device is None:
+        idx = _index(stream.device_index)
+    else:
+        idx = _index(device)
+        if stream.device_index != idx:
+            raise ValueError(f"stream is on openreg:{stream.device_index}, not on openreg:{idx}")
+    return int(_C._caching_allocator_alloc(int(size), idx, stream.stream_id))
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Frees memory returned by ``caching_allocator_alloc``; it returns to its stream's cache."""
+    _C._caching_allocator_delete(int(mem_ptr))
+
+
+def _record_memory_history(
+    enabled: Optional[str] = "all",
+    context: Optional[str] = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: Device = None,
+    clear_history: bool = False,
+) -> None:
+    """Records allocator events and the stacks that caused them, as ``torch.cuda.memory._record_memory_history``.
+
+    ``enabled``: None stops recording, "state" keeps stacks of live blocks, "all" also keeps a history of
+    alloc/free calls (at most ``max_entries``). ``context``: None, "state", "alloc" or "all" (stacks of
+    frees too). ``stacks``: "python" or "all" (with C++ frames). History is recorded for every device.
+    """
+    if isinstance(enabled, bool):  # the legacy signature: _record_memory_history(True, ...)
+        enabled = "all" if enabled else None
+    _lazy_init()
+    _C._record_memory_history(enabled, context, stacks, int(min(max_entries, sys.maxsize)), bool(clear_history))
+
+
+def _snapshot(device: Device = None) -> dict[str, Any]:
+    """The allocator's state and recorded history with torch.cuda.memory._snapshot()'s structure:
+    ``{"segments": [...], "device_traces": [[...] per device], "allocator_settings": {...}}``."""
+    _lazy_init()
+    return _C._memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickles ``_snapshot()`` into ``filename`` (open it at pytorch.org/memory_viz)."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """The segments of every device, as ``torch.cuda.memory_snapshot``."""
+    return _snapshot()["segments"]
+
+
 def _format_bytes(n: int) -> str:
     if n < 1024:
         return f"{n} B"
@@ -94,18 +177,46 @@ def _format_bytes(n: int) -> str:
 
 
 def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
-    """A human-readable table of ``device``'s current and peak memory (``abbreviated`` is accepted for
-    torch.cuda compatibility)."""
+    """A human-readable table of ``device``'s allocator statistics in ``torch.cuda.memory_summary``'s
+    layout (current, peak, total allocated and total freed; per pool unless ``abbreviated``)."""
     idx = _index(device)
     stats = memory_stats(idx)
+
+    def fmt_bytes(n: int) -> str:
+        return _format_bytes(int(n))
+
+    def fmt_count(n: int) -> str:
+        return str(int(n))
+
     rows = [
-        ("Allocated memory", "allocated_bytes.all", _format_bytes),
-        ("Reserved memory", "reserved_bytes.all", _format_bytes),
-        ("Active memory", "active_bytes.all", _format_bytes),
-        ("Allocations", "allocation.all", str),
+        ("allocated_bytes", "Allocated memory", fmt_bytes),
+        ("active_bytes", "Active memory", fmt_bytes),
+        ("requested_bytes", "Requested memory", fmt_bytes),
+        ("reserved_bytes", "Reserved memory", fmt_bytes),
+        ("inactive_split_bytes", "Non-releasable memory", fmt_bytes),
+        ("allocation", "Allocations", fmt_count),
+        ("active", "Active allocs", fmt_count),
+        ("segment", "Reserved segments", fmt_count),
+        ("inactive_split", "Non-releasable allocs", fmt_count),
     ]
-    lines = [f"openreg:{idx} memory summary", f"{'':<18}{'current':>14}{'peak':>14}"]
-    for title, key, fmt in rows:
-        if f"{key}.current" in stats:
-            lines.append(f"{title:<18}{fmt(stats[f'{key}.current']):>14}{fmt(stats[f'{key}.peak']):>14}")
-    return "\n".join(lines) + "\n"
+    pools = [("all", "")] if abbreviated else [("all", ""), ("large_pool", "      from large pool"),
+                                                ("small_pool", "      from small pool")]
+    width = 75
+    line = "|" + "=" * width + "|"
+    thin = "|" + "-" * width + "|"
+    out = [line, f"|{f'openreg:{idx} memory summary':^{width}}|", thin,
+           f"|{'  num_alloc_retries: ' + str(stats.get('num_alloc_retries', 0)):<37}"
+           f"{'num_ooms: ' + str(stats.get('num_ooms', 0)):<38}|",
+           f"|{'  num_sync_all_streams: ' + str(stats.get('num_sync_all_streams', 0)):<{width}}|", line,
+           f"|{'  Metric':<25}|{'Cur Usage':>12}|{'Peak Usage':>12}|{'Tot Alloc':>11}|{'Tot Freed':>11}|", thin]
+    for key, title, fmt in rows:
+        for pool, label in pools:
+            k = f"{key}.{pool}"
+            name = title if pool == "all" else label
+            out.append(
+                f"|{' ' + name:<25}|{fmt(stats.get(k + '.current', 0)):>12}|{fmt(stats.get(k + '.peak', 0)):>12}|"
+                f"{fmt(stats.get(k + '.allocated', 0)):>11}|{fmt(stats.get(k + '.freed', 0)):>11}|"
+            )
+        out.append(thin)
+    out[-1] = line
+    return "\n".join(out) + "\n"

@@ -1,5 +1,7 @@
-// The caching device allocator: reuse, CUDA-style statistics, emptyCache, OOM retry and error, and
-// frees from other threads. Devices get a small capacity so OOM is reachable.
+// The caching device allocator: CUDA's stream-ordered reuse (Note [Stream-ordered device memory] in
+// OpenRegAllocator.cpp), record_stream, pools, split and merge, statistics, emptyCache, the OOM
+// retry that waits for queued work, and frees from many threads. Devices get a small capacity so OOM
+// is reachable. Streams are held with a gate: a host callback blocking until the test opens it.
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
@@ -8,7 +10,13 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -24,22 +32,52 @@ const bool g_env = [] {
   return true;
 }();
 
+//! Holds a stream: work enqueued after close() runs only once open() is called.
+class Gate {
+ public:
+  void close(const c10::Stream& stream) {
+    auto opened = promise_->get_future().share();
+    c10::openreg::sim_stream(stream).host_callback("test::gate", [opened] { opened.wait(); });
+  }
+  void open() {
+    if (!opened_) promise_->set_value();
+    opened_ = true;
+  }
+  ~Gate() { open(); }
+
+ private:
+  std::shared_ptr<std::promise<void>> promise_ = std::make_shared<std::promise<void>>();
+  bool opened_ = false;
+};
+
+//! Makes `stream` current for its device on this thread for the scope.
+class StreamScope {
+ public:
+  explicit StreamScope(c10::Stream stream) : previous_(c10::openreg::exchange_stream(stream)) {}
+  ~StreamScope() { c10::openreg::exchange_stream(previous_); }
+
+ private:
+  c10::Stream previous_;
+};
+
 class AllocatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     c10::openreg::init();
     c10::openreg::set_device(0);
+    c10::openreg::synchronize_device(0);
     device_allocator().emptyCache();
     device_allocator().resetAccumulatedStats(0);
     device_allocator().resetPeakStats(0);
   }
   static c10::CachingDeviceAllocator::DeviceStats stats() { return device_allocator().getDeviceStats(0); }
+  static c10::Stream default_stream() { return c10::openreg::default_stream(0); }
+  static c10::Stream side_stream() { return c10::openreg::stream_from_pool(0, 0); }
 };
 
 TEST_F(AllocatorTest, ReusesAFreedBlockWithoutAskingTheDevice) {
   { auto p = device_allocator().allocate(1000); ASSERT_NE(p.get(), nullptr); }
   const auto before = stats();
-  EXPECT_EQ(device_allocator().cached_block_count(0), 1u);
   { auto p = device_allocator().allocate(1000); }
   const auto after = stats();
   EXPECT_EQ(after.num_device_alloc, before.num_device_alloc);
@@ -47,65 +85,30 @@ TEST_F(AllocatorTest, ReusesAFreedBlockWithoutAskingTheDevice) {
   EXPECT_EQ(after.allocation[0].allocated, before.allocation[0].allocated + 1);
 }
 
-TEST_F(AllocatorTest, SmallRequestsTakeTheBestFittingCachedBlockWithinTwiceTheirSize) {
-  void* small_ptr = nullptr;
-  void* large_ptr = nullptr;
-  {
-    auto a = device_allocator().allocate(1000);  // a 1024-byte block
-    auto b = device_allocator().allocate(3000);  // a 3072-byte block
-    small_ptr = a.get();
-    large_ptr = b.get();
-  }
-  ASSERT_EQ(device_allocator().cached_block_count(0), 2u);
-  const auto before = stats();
-  {
-    auto fit = device_allocator().allocate(900);     // best fit: the 1024-byte block, not the 3072
-    auto slack = device_allocator().allocate(2000);  // 2048 rounded: the 3072-byte block is within 2x
-    EXPECT_EQ(fit.get(), small_ptr);
-    EXPECT_EQ(slack.get(), large_ptr);
-    EXPECT_EQ(stats().num_device_alloc, before.num_device_alloc);
-  }
-  {
-    auto takes_large = device_allocator().allocate(1300);  // 1536 rounded: 1024 is too small
-    auto exact = device_allocator().allocate(700);          // 1024 rounded: the 1024 block fits exactly
-    auto fresh = device_allocator().allocate(300);         // 512 rounded: nothing cached is left
-    EXPECT_EQ(takes_large.get(), large_ptr);
-    EXPECT_EQ(exact.get(), small_ptr);
-    EXPECT_NE(fresh.get(), nullptr);
-    EXPECT_EQ(stats().num_device_alloc, before.num_device_alloc + 1);
-  }
-  {
-    // Three blocks cached now (512, 1024, 3072): a 2048-byte request may not take more than twice that
-    // size, and 3072 is within, so it is reused; a 600-byte one (1024) takes the 1024 block exactly.
-    auto a = device_allocator().allocate(2048);
-    auto b = device_allocator().allocate(600);
-    EXPECT_EQ(a.get(), large_ptr);
-    EXPECT_EQ(b.get(), small_ptr);
-    EXPECT_EQ(device_allocator().cached_block_count(0), 1u);
-  }
-  {
-    auto c = device_allocator().allocate(4000);  // 4096 rounded: 3072 is too small, a new block
-    EXPECT_NE(c.get(), large_ptr);
-    EXPECT_EQ(stats().num_device_alloc, before.num_device_alloc + 2);
-  }
-}
-
-TEST_F(AllocatorTest, StatsSplitSmallAndLargePools) {
-  auto small = device_allocator().allocate(4000);
-  auto large = device_allocator().allocate(4 * kMiB);
+TEST_F(AllocatorTest, SegmentsFollowCudasPoolSizes) {
+  auto small = device_allocator().allocate(4000);        // small pool: a 2 MiB segment
+  // 10 MiB and up: a segment rounded to 2 MiB; the 1 MiB - 512 rest is too small to split off.
+  auto big = device_allocator().allocate(11 * kMiB + 1);
+  auto medium = device_allocator().allocate(4 * kMiB);   // large pool, under 10 MiB: a 20 MiB segment
   auto s = stats();
-  EXPECT_EQ(s.allocation[0].current, 2);
-  EXPECT_EQ(s.allocation[1].current, 1);  // small pool
-  EXPECT_EQ(s.allocation[2].current, 1);  // large pool
-  EXPECT_EQ(s.allocated_bytes[0].current, static_cast<int64_t>(4096 + 4 * kMiB));  // rounded to 512
-  EXPECT_EQ(s.requested_bytes[0].current, static_cast<int64_t>(4000 + 4 * kMiB));
-  EXPECT_EQ(s.segment[0].current, 2);
+  EXPECT_EQ(s.segment[1].current, 1);
+  EXPECT_EQ(s.segment[2].current, 2);
+  EXPECT_EQ(s.reserved_bytes[1].current, static_cast<int64_t>(2 * kMiB));
+  EXPECT_EQ(s.reserved_bytes[2].current, static_cast<int64_t>(20 * kMiB + 12 * kMiB));
+  EXPECT_EQ(s.allocation[0].current, 3);
+  EXPECT_EQ(s.allocation[1].current, 1);
+  EXPECT_EQ(s.allocation[2].current, 2);
+  EXPECT_EQ(s.allocated_bytes[0].current, static_cast<int64_t>(4096 + 4 * kMiB + 12 * kMiB));
+  EXPECT_EQ(s.requested_bytes[0].current, static_cast<int64_t>(4000 + 4 * kMiB + 11 * kMiB + 1));
   small.clear();
-  large.clear();
+  medium.clear();
+  big.clear();
   s = stats();
   EXPECT_EQ(s.allocated_bytes[0].current, 0);
-  EXPECT_EQ(s.allocated_bytes[0].peak, static_cast<int64_t>(4096 + 4 * kMiB));
-  EXPECT_EQ(s.reserved_bytes[0].current, static_cast<int64_t>(4096 + 4 * kMiB));  // still cached
+  EXPECT_EQ(s.active_bytes[0].current, 0);
+  EXPECT_EQ(s.requested_bytes[0].current, 0);
+  EXPECT_EQ(s.allocated_bytes[0].peak, static_cast<int64_t>(4096 + 4 * kMiB + 12 * kMiB));
+  EXPECT_EQ(s.reserved_bytes[0].current, static_cast<int64_t>(34 * kMiB));  // still cached
   device_allocator().resetPeakStats(0);
   EXPECT_EQ(stats().allocated_bytes[0].peak, 0);
   device_allocator().resetAccumulatedStats(0);
@@ -113,11 +116,115 @@ TEST_F(AllocatorTest, StatsSplitSmallAndLargePools) {
   EXPECT_EQ(stats().allocation[0].freed, 0);
 }
 
-TEST_F(AllocatorTest, EmptyCacheReturnsMemoryToTheDevice) {
-  { auto p = device_allocator().allocate(8 * kMiB); }
-  EXPECT_GT(stats().reserved_bytes[0].current, 0);
-  device_allocator().emptyCache();
+TEST_F(AllocatorTest, BlocksAreSplitAndMergedBack) {
+  auto a = device_allocator().allocate(1000);  // 1024 bytes at the start of a 2 MiB segment
+  auto b = device_allocator().allocate(3000);  // 3072 bytes right after it
+  EXPECT_EQ(static_cast<char*>(b.get()), static_cast<char*>(a.get()) + 1024);
+  auto s = stats();
+  EXPECT_EQ(s.segment[0].current, 1);
+  EXPECT_EQ(s.inactive_split[0].current, 1);  // the rest of the segment
+  EXPECT_EQ(s.inactive_split_bytes[0].current, static_cast<int64_t>(2 * kMiB - 4096));
+  void* first = a.get();
+  a.clear();  // cannot merge: b is allocated
+  s = stats();
+  EXPECT_EQ(s.inactive_split[0].current, 2);
+  EXPECT_EQ(s.inactive_split_bytes[0].current, static_cast<int64_t>(2 * kMiB - 3072));
+  {
+    auto again = device_allocator().allocate(900);  // best fit: the freed 1024-byte block
+    EXPECT_EQ(again.get(), first);
+  }
+  b.clear();  // merges with both neighbours: the segment is whole again
+  s = stats();
+  EXPECT_EQ(s.inactive_split[0].current, 0);
+  EXPECT_EQ(s.inactive_split_bytes[0].current, 0);
+  EXPECT_EQ(device_allocator().cached_block_count(0), 1u);
+  auto whole = device_allocator().allocate(kMiB);  // the merged segment serves a 1 MiB request
+  EXPECT_EQ(whole.get(), first);
+  EXPECT_EQ(stats().num_device_alloc, 1);
+}
+
+TEST_F(AllocatorTest, LargeBlocksSplitOnlyWhenTheRestExceedsTheSmallSize) {
+  auto a = device_allocator().allocate(4 * kMiB);  // in a 20 MiB segment: the 16 MiB rest is split off
+  auto b = device_allocator().allocate(15 * kMiB + kMiB / 2);  // the rest: 512 KiB over is kept whole
+  EXPECT_EQ(static_cast<char*>(b.get()), static_cast<char*>(a.get()) + 4 * kMiB);
+  EXPECT_EQ(stats().allocated_bytes[2].current, static_cast<int64_t>(20 * kMiB));
+  EXPECT_EQ(stats().num_device_alloc, 1);
+}
+
+TEST_F(AllocatorTest, ReusesABlockOnItsStreamBeforeEarlierWorkRan) {
+  Gate gate;
+  gate.close(default_stream());
+  auto p = device_allocator().allocate(4096);
+  void* address = p.get();
+  // Queued work on the block holds only its address, like a kernel's CPU alias.
+  std::atomic<bool> wrote{false};
+  c10::openreg::sim_stream(default_stream()).host_callback("test::write", [address, &wrote] {
+    std::memset(address, 1, 4096);
+    wrote.store(true);
+  });
+  p.clear();
+  EXPECT_EQ(stats().allocated_bytes[0].current, 0) << "memory_allocated drops at the free";
+  auto q = device_allocator().allocate(4096);
+  EXPECT_EQ(q.get(), address) << "the same stream takes the block back at once";
+  EXPECT_FALSE(wrote.load()) << "the earlier work has not run yet";
+  gate.open();
+  c10::openreg::sim_stream(default_stream()).synchronize();
+  EXPECT_TRUE(wrote.load());
+}
+
+TEST_F(AllocatorTest, NoReuseAcrossStreamsWithoutRecordStream) {
+  auto p = device_allocator().allocate(4096);
+  void* address = p.get();
+  p.clear();
+  {
+    StreamScope scope(side_stream());
+    auto q = device_allocator().allocate(4096);
+    EXPECT_NE(q.get(), address);
+  }
+  auto r = device_allocator().allocate(4096);
+  EXPECT_EQ(r.get(), address) << "its own stream still takes it";
+}
+
+TEST_F(AllocatorTest, RecordStreamDelaysReuseUntilTheRecordedWorkCompleted) {
+  const c10::Stream side = side_stream();
+  Gate gate;
+  gate.close(side);
+  auto p = device_allocator().allocate(4096);
+  void* address = p.get();
+  device_allocator().recordStream(p, side);
+  device_allocator().recordStream(p, default_stream());  // the allocation stream: nothing to record
+  p.clear();
+  auto s = stats();
+  EXPECT_EQ(s.allocated_bytes[0].current, 0) << "memory_allocated drops at the free";
+  EXPECT_EQ(s.active_bytes[0].current, 4096) << "the block stays active while the side stream works";
+  auto q = device_allocator().allocate(4096);
+  EXPECT_NE(q.get(), address) << "reused while the recorded stream may still use it";
+  gate.open();
+  c10::openreg::sim_stream(side).synchronize();
+  auto r = device_allocator().allocate(4096);
+  EXPECT_EQ(r.get(), address) << "reusable once the recorded stream's work completed";
+  EXPECT_EQ(stats().active_bytes[0].current, 2 * 4096);
+}
+
+TEST_F(AllocatorTest, EmptyCacheWaitsForTheWorkOfCachedBlocks) {
+  Gate gate;
+  gate.close(default_stream());
+  auto p = device_allocator().allocate(8 * kMiB);
+  void* address = p.get();
+  std::atomic<bool> wrote{false};
+  c10::openreg::sim_stream(default_stream()).host_callback("test::write", [address, &wrote] {
+    std::memset(address, 1, 8 * kMiB);  // would be a use after free if the segment were released
+    wrote.store(true);
+  });
+  p.clear();
+  std::thread empty([] { device_allocator().emptyCache(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GT(stats().reserved_bytes[0].current, 0) << "released while queued work may use it";
+  gate.open();
+  empty.join();
+  EXPECT_TRUE(wrote.load());
   EXPECT_EQ(stats().reserved_bytes[0].current, 0);
+  EXPECT_GE(stats().num_sync_all_streams, 1);
   const auto [free, total] = device_allocator().getMemoryInfo(0);
   EXPECT_EQ(total, 64 * kMiB);
   EXPECT_EQ(free, total);
@@ -131,7 +238,32 @@ TEST_F(AllocatorTest, OutOfMemoryReleasesTheCacheAndRetries) {
   EXPECT_EQ(stats().num_ooms, 0);
 }
 
-TEST_F(AllocatorTest, OutOfMemoryRaisesOutOfMemoryErrorWithCudaStyleMessage) {
+TEST_F(AllocatorTest, OutOfMemoryRetrySucceedsOnceQueuedWorkCompletes) {
+  const c10::Stream side = side_stream();
+  Gate gate;
+  gate.close(side);
+  {
+    auto p = device_allocator().allocate(40 * kMiB);
+    device_allocator().recordStream(p, side);
+  }  // freed, but the side stream may still use it
+  // Another stream's allocation needs that memory: the allocator must wait for the side stream.
+  std::thread opener([&gate] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.open();
+  });
+  c10::DataPtr big;
+  {
+    StreamScope scope(c10::openreg::stream_from_pool(0, -1));
+    EXPECT_NO_THROW(big = device_allocator().allocate(40 * kMiB));
+  }
+  opener.join();
+  EXPECT_NE(big.get(), nullptr);
+  EXPECT_EQ(stats().num_alloc_retries, 1);
+  EXPECT_EQ(stats().num_ooms, 0);
+  EXPECT_GE(stats().num_sync_all_streams, 1);
+}
+
+TEST_F(AllocatorTest, OutOfMemoryRaisesOutOfMemoryErrorAndStaysUsable) {
   auto held = device_allocator().allocate(40 * kMiB);
   try {
     auto p = device_allocator().allocate(40 * kMiB);
@@ -142,29 +274,72 @@ TEST_F(AllocatorTest, OutOfMemoryRaisesOutOfMemoryErrorWithCudaStyleMessage) {
                        "64.00 MiB"),
               std::string::npos)
         << msg;
-    EXPECT_NE(msg.find("40.00 MiB is allocated by PyTorch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("40.00 MiB is allocated by PyTorch (live tensors)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("held by queued work"), std::string::npos) << msg;
   }
   EXPECT_EQ(stats().num_ooms, 1);
   EXPECT_EQ(stats().allocated_bytes[0].current, static_cast<int64_t>(40 * kMiB));
+  held.clear();
+  auto p = device_allocator().allocate(40 * kMiB);  // recoverable: free, continue
+  EXPECT_NE(p.get(), nullptr);
+  // The other device was never affected.
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, 1));
+  EXPECT_NE(device_allocator().allocate(40 * kMiB).get(), nullptr);
 }
 
-TEST_F(AllocatorTest, BlocksMayBeFreedFromOtherThreads) {
-  std::vector<c10::DataPtr> ptrs;
-  for (int i = 0; i < 200; ++i) {
-    ptrs.push_back(device_allocator().allocate(512 * (1 + i % 7)));
-  }
+TEST_F(AllocatorTest, MemoryFractionCapsTheReservedBytes) {
+  device_allocator().set_memory_fraction(0.5, 0);
+  EXPECT_THROW(device_allocator().allocate(40 * kMiB), c10::OutOfMemoryError);
+  EXPECT_NE(device_allocator().allocate(20 * kMiB).get(), nullptr);
+  device_allocator().set_memory_fraction(1.0, 0);
+  EXPECT_NE(device_allocator().allocate(40 * kMiB).get(), nullptr);
+  EXPECT_THROW(device_allocator().set_memory_fraction(1.5, 0), c10::ValueError);
+}
+
+TEST_F(AllocatorTest, StatsStayConsistentUnderManyThreads) {
+  constexpr int kThreads = 8;
+  const c10::Stream side = side_stream();
+  const c10::Stream recorded = c10::openreg::stream_from_pool(0, -1);
+  std::atomic<int> ooms{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t) {
-    threads.emplace_back([&ptrs, t] {
-      for (std::size_t i = t; i < ptrs.size(); i += 2) {
-        ptrs[i].clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, side, recorded, &ooms] {
+      c10::openreg::set_device(0);
+      std::mt19937 rng(t);
+      StreamScope scope(t % 2 == 0 ? c10::openreg::default_stream(0) : side);
+      std::vector<c10::DataPtr> live;
+      for (int i = 0; i < 2000; ++i) {
+        const std::size_t size = (rng() % 32 == 0) ? kMiB + 1 + rng() % (kMiB / 2) : 1 + rng() % 65536;
+        try {
+          live.push_back(device_allocator().allocate(size));
+        } catch (const c10::OutOfMemoryError&) {
+          ooms.fetch_add(1);
+          continue;
+        }
+        if (rng() % 3 == 0) device_allocator().recordStream(live.back(), recorded);
+        if (live.size() > 6) live.erase(live.begin() + static_cast<std::ptrdiff_t>(rng() % live.size()));
       }
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ(stats().allocation[0].current, 0);
-  EXPECT_EQ(stats().allocated_bytes[0].current, 0);
-  EXPECT_EQ(stats().requested_bytes[0].current, 0);
+  EXPECT_EQ(ooms.load(), 0);
+  c10::openreg::synchronize_device(0);
+  device_allocator().emptyCache();
+  const auto s = stats();
+  for (int pool = 0; pool < 3; ++pool) {
+    EXPECT_EQ(s.allocation[pool].current, 0);
+    EXPECT_EQ(s.allocation[pool].allocated, s.allocation[pool].freed);
+    EXPECT_EQ(s.allocated_bytes[pool].current, 0);
+    EXPECT_EQ(s.active[pool].current, 0);
+    EXPECT_EQ(s.active_bytes[pool].current, 0);
+    EXPECT_EQ(s.requested_bytes[pool].current, 0);
+    EXPECT_EQ(s.inactive_split[pool].current, 0);
+    EXPECT_EQ(s.inactive_split_bytes[pool].current, 0);
+    EXPECT_EQ(s.segment[pool].current, 0);
+    EXPECT_EQ(s.reserved_bytes[pool].current, 0);
+  }
+  EXPECT_EQ(s.num_device_alloc, s.num_device_free);
+  EXPECT_EQ(c10::openreg::sim_device(0).memory().allocated(), 0u);
 }
 
 TEST_F(AllocatorTest, AllocatesOnTheCurrentDevice) {
@@ -184,6 +359,30 @@ TEST_F(AllocatorTest, ZeroBytesGiveANullPointerOnTheDevice) {
 TEST_F(AllocatorTest, StatsOfAnInvalidDeviceRaiseIndexError) {
   EXPECT_THROW(device_allocator().getDeviceStats(2), c10::IndexError);
   EXPECT_THROW(device_allocator().getDeviceStats(-3), c10::IndexError);
+}
+
+TEST_F(AllocatorTest, SnapshotListsSegmentsBlocksAndHistory) {
+  device_allocator().record_history(true, nullptr, 1000, c10::CachingDeviceAllocator::RecordContext::STATE);
+  auto a = device_allocator().allocate(1000);
+  { auto b = device_allocator().allocate(5000); }
+  auto snap = device_allocator().snapshot();
+  device_allocator().record_history(false, nullptr, 0, c10::CachingDeviceAllocator::RecordContext::NEVER);
+  ASSERT_GE(snap.size(), 1u);
+  ASSERT_EQ(snap[0].segments.size(), 1u);
+  const auto& seg = snap[0].segments[0];
+  EXPECT_EQ(seg.address, reinterpret_cast<std::size_t>(a.get()));
+  EXPECT_EQ(seg.total_size, 2 * kMiB);
+  EXPECT_FALSE(seg.is_large);
+  ASSERT_EQ(seg.blocks.size(), 2u);  // a, and the merged rest
+  EXPECT_TRUE(seg.blocks[0].allocated);
+  EXPECT_EQ(seg.blocks[0].requested_size, 1000u);
+  EXPECT_FALSE(seg.blocks[1].allocated);
+  using A = c10::CachingDeviceAllocator::TraceEntry;
+  std::vector<A::Action> actions;
+  for (const auto& e : snap[0].trace) actions.push_back(e.action_);
+  const std::vector<A::Action> expected{A::SEGMENT_ALLOC, A::ALLOC, A::ALLOC, A::FREE_REQUESTED, A::FREE_COMPLETED,
+                                        A::SNAPSHOT};
+  EXPECT_EQ(actions, expected);
 }
 
 }  // namespace

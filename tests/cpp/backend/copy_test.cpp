@@ -113,9 +113,11 @@ TEST(CopyTest, PendingKernelsKeepTheMetadataTheyWereEnqueuedWith) {
   EXPECT_TRUE(at::equal(t.cpu(), at::full({4, 6}, 7.0f)));
 }
 
-// Work items own storages, never the caller's tensors (Note [Work items hold storages, not tensors]
-// in Fallback.cpp): a tensor Python also knows must not lose its last reference on a device thread.
-TEST(CopyTest, PendingWorkHoldsStoragesNotTensors) {
+// Work items own neither the caller's tensors nor device memory (Note [Work items hold CPU aliases,
+// not tensors] in Fallback.cpp): a tensor Python also knows must not lose its last reference on a
+// device thread, and a freed device block is reused in stream order. Host memory a copy reads or
+// writes stays alive until the copy ran.
+TEST(CopyTest, PendingWorkHoldsNeitherTensorsNorDeviceMemory) {
   const at::Tensor src = sample().to(on(0));
   at::Tensor bytes = at::empty({4, 6}, on(0));
   at::Tensor kernel = at::empty({6, 4}, on(0).dtype(at::kDouble));
@@ -131,10 +133,12 @@ TEST(CopyTest, PendingWorkHoldsStoragesNotTensors) {
   filled.fill_(3.0);                          // fill_ kernel
   peer.copy_(src);                            // peer copy, runs on device 0's stream
   pinned.copy_(src, /*non_blocking=*/true);   // asynchronous D2H
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&src, &bytes, &kernel, &filled, &peer, &pinned}) {
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&src, &bytes, &kernel, &filled, &peer}) {
     EXPECT_EQ(t->use_count(), 1u) << "a pending work item holds a tensor";
-    EXPECT_GT(t->storage().use_count(), 1u) << "no pending work item holds the memory";
+    EXPECT_EQ(t->storage().use_count(), 1u) << "a pending work item holds device memory";
   }
+  EXPECT_EQ(pinned.use_count(), 1u);
+  EXPECT_GT(pinned.storage().use_count(), 1u) << "no pending work item holds the host memory";
   gate->set_value();
   c10::openreg::current_sim_stream(0).synchronize();
   EXPECT_TRUE(at::equal(bytes.cpu(), sample()));
