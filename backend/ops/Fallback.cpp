@@ -33,6 +33,7 @@
 #include "backend/ops/ExecutePlan.h"
 #include "backend/ops/ExecuteThreads.h"
 #include "backend/ops/Fallback.h"
+#include "backend/ops/OpCoverage.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
@@ -620,6 +621,7 @@ bool meta_disagrees_with_cpu(const ExecutePlan& plan, c10::ArrayRef<IValue> args
 void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const ExecutePlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
+  check_op_coverage(op, plan, args);  // before anything is queued
   const c10::DeviceIndex device = device_of_op(plan, args);
   if (!plan.sync_only && !needs_cpu_overlap_rules(plan, args) && !meta_disagrees_with_cpu(plan, args) &&
       run_async(op, plan, stack, device)) {
