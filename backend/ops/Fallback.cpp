@@ -28,6 +28,7 @@
 
 #include "backend/OpenRegGenerator.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/OpenRegSyncDebug.h"
 #include "backend/ops/ExecuteAliases.h"
 #include "backend/ops/ExecuteMetaCache.h"
 #include "backend/ops/ExecutePlan.h"
@@ -512,6 +513,7 @@ IValue to_device_value(const IValue& v, const AliasConverter& cpu, c10::ArrayRef
 void run_sync(const c10::OperatorHandle& op, const ExecutePlan& plan, Stack* stack, c10::DeviceIndex device) {
   const size_t n = plan.args.size();
   auto args = torch::jit::last(*stack, n);
+  c10::openreg::warn_or_error_on_sync();  // the host now waits for the device
   c10::openreg::translate_sim_errors([&] { c10::openreg::current_sim_stream(device).synchronize(); });
 
   IValue generator;

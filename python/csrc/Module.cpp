@@ -21,6 +21,8 @@
 
 namespace py = pybind11;
 
+void bind_sync_debug(pybind11::module_& m);  // SyncDebugBindings.cpp
+
 namespace {
 
 namespace ore = c10::openreg;
@@ -73,6 +75,7 @@ c10::CachingDeviceAllocator::DeviceStats stats_of(int device) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg: bindings of the simulated accelerator backend";
+  bind_sync_debug(m);
 
   // --- runtime and devices ---
   m.def("_init", torch::wrap_pybind_function([] { ore::init(); }));
