@@ -3,9 +3,13 @@
 // The fallback runs every op as its CPU kernel on a device thread, so an op CPU cannot run would only
 // fail at a later synchronization, in unrelated code, after returning a tensor that looks valid. CUDA
 // refuses such an op when it is called. check_op_coverage() makes that decision before anything is
-// queued: an op with no CPU kernel, or one that makes or takes quantized tensors (which openreg does
-// not implement), raises NotImplementedError naming the op and openreg. Sparse and quantized tensors
-// themselves are refused by fallbacks on their dispatch keys (OpCoverage.cpp).
+// queued, and raises NotImplementedError naming the op and openreg for:
+//  - an op with no CPU kernel (cached per operator);
+//  - an op whose CPU kernel refuses the argument types (no dtype branch: learned by running the kernel
+//    once per op and argument types on host stand-ins, Note [Probing CPU kernels for the argument
+//    types] in OpCoverage.cpp);
+//  - an op that makes quantized or sparse tensors (openreg has dense tensors only).
+// Sparse and quantized tensors themselves are refused by fallbacks on their dispatch keys.
 
 #include "backend/ops/ExecutePlan.h"
 
