@@ -116,10 +116,8 @@ SPARSE = {
 
 @pytest.mark.parametrize("name", sorted(SPARSE))
 def test_sparse_is_refused_at_the_call(name):
-    with pytest.raises((NotImplementedError, RuntimeError), match="sparse|strided") as err:
+    with pytest.raises(NotImplementedError, match="sparse.*openreg|openreg.*sparse"):
         SPARSE[name]()
-    assert "openreg" in str(err.value)
-    assert "memory format" not in str(err.value)
     _assert_nothing_failed_later()
 
 
