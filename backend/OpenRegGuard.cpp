@@ -2,6 +2,7 @@
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/OpenRegSyncDebug.h"
 
 #include <c10/util/Exception.h>
 
@@ -96,6 +97,7 @@ bool OpenRegGuardImpl::queryStream(const c10::Stream& stream) const {
 
 void OpenRegGuardImpl::synchronizeStream(const c10::Stream& stream) const {
   sim::Stream& s = sim_stream(stream);
+  warn_or_error_on_sync();  // torch.cuda flags Stream.synchronize (Note [Sync debug mode])
   translate_sim_errors([&] { s.synchronize(); });
 }
 

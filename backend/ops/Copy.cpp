@@ -10,6 +10,7 @@
 
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/OpenRegSyncDebug.h"
 #include "backend/ops/ExecuteAliases.h"
 #include "backend/ops/ExecuteThreads.h"
 
@@ -104,6 +105,7 @@ bool is_pinned(const at::Tensor& host) {
 }
 
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (!(non_blocking && is_pinned(src) && byte_copyable(src, dst))) c10::openreg::warn_or_error_on_sync();
   const c10::DeviceIndex index = dst.device().index();
   sim::Stream& stream = current_sim_stream(index);
   if (byte_copyable(src, dst)) {
@@ -129,6 +131,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (!(non_blocking && is_pinned(dst) && byte_copyable(src, dst))) c10::openreg::warn_or_error_on_sync();
   const c10::DeviceIndex index = src.device().index();
   sim::Stream& stream = current_sim_stream(index);
   if (byte_copyable(src, dst)) {

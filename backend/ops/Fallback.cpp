@@ -28,11 +28,13 @@
 
 #include "backend/OpenRegGenerator.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/OpenRegSyncDebug.h"
 #include "backend/ops/ExecuteAliases.h"
 #include "backend/ops/ExecuteMetaCache.h"
 #include "backend/ops/ExecutePlan.h"
 #include "backend/ops/ExecuteThreads.h"
 #include "backend/ops/Fallback.h"
+#include "backend/ops/OpCoverage.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
@@ -514,6 +516,7 @@ IValue to_device_value(const IValue& v, const AliasConverter& cpu, c10::ArrayRef
 void run_sync(const c10::OperatorHandle& op, const ExecutePlan& plan, Stack* stack, c10::DeviceIndex device) {
   const size_t n = plan.args.size();
   auto args = torch::jit::last(*stack, n);
+  c10::openreg::warn_or_error_on_sync();  // the host now waits for the device
   c10::openreg::translate_sim_errors([&] { c10::openreg::current_sim_stream(device).synchronize(); });
 
   IValue generator;
@@ -623,6 +626,7 @@ bool meta_disagrees_with_cpu(const ExecutePlan& plan, c10::ArrayRef<IValue> args
 void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const ExecutePlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
+  check_op_coverage(op, plan, args);  // before anything is queued
   const c10::DeviceIndex device = device_of_op(plan, args);
   if (!plan.sync_only && !needs_cpu_overlap_rules(plan, args) && !meta_disagrees_with_cpu(plan, args) &&
       run_async(op, plan, stack, device)) {

@@ -22,6 +22,8 @@
 
 namespace py = pybind11;
 
+void bind_sync_debug(pybind11::module_& m);  // SyncDebugBindings.cpp
+
 namespace {
 
 namespace ore = c10::openreg;
@@ -34,6 +36,7 @@ c10::DeviceIndex to_index(int device) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg: bindings of the simulated accelerator backend";
+  bind_sync_debug(m);
 
   // --- runtime and devices ---
   m.def("_init", torch::wrap_pybind_function([] { ore::init(); }));

@@ -62,6 +62,7 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from .streams import (
     Event,
     Stream,
@@ -106,6 +107,7 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "get_sync_debug_mode",
     "init",
     "initial_seed",
     "is_available",
@@ -132,6 +134,7 @@ __all__ = [
     "set_rng_state",
     "set_rng_state_all",
     "set_stream",
+    "set_sync_debug_mode",
     "stream",
     "streams",
     "synchronize",

@@ -1,0 +1,211 @@
+"""Op coverage is decided at the call: an op openreg cannot run raises NotImplementedError naming the op
+and openreg before anything is queued, instead of returning a tensor that fails at a later sync.
+Quantized and sparse tensors are refused at the call (openreg has dense tensors only)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+
+def dev(t):
+    return t.to("openreg")
+
+
+def _assert_nothing_failed_later():
+    # A refused call queued nothing: the stream has no failure to report.
+    torch.openreg.synchronize()
+
+
+def test_op_without_cpu_kernel_is_refused_at_the_call():
+    x = torch.randn(2, 3, 3, 3, device="openreg")
+    with pytest.raises(NotImplementedError, match="mkldnn_reorder_conv2d_weight.*openreg"):
+        torch.ops.aten.mkldnn_reorder_conv2d_weight(x)
+    _assert_nothing_failed_later()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: torch.bitwise_not(x),  # float
+        lambda x: torch.special.bessel_j0(x.half()),
+        lambda x: torch.bmm(x.bool().view(1, 2, 2), x.bool().view(1, 2, 2)),
+        lambda x: torch.atan2(x.to(torch.complex64), x.to(torch.complex64)),
+        lambda x: x.to(torch.complex64).clamp_min(torch.zeros_like(x, dtype=torch.complex64)),
+    ],
+    ids=["bitwise_not_float", "bessel_j0_half", "bmm_bool", "atan2_complex", "clamp_min_complex"],
+)
+def test_dtype_without_cpu_kernel_is_refused_at_the_call(call):
+    x_cpu = torch.randn(4)
+    with pytest.raises(NotImplementedError) as cpu_error:
+        call(x_cpu)
+    with pytest.raises(NotImplementedError, match="openreg") as dev_error:
+        call(dev(x_cpu))
+    assert str(cpu_error.value).split("\n")[0] in str(dev_error.value)
+    _assert_nothing_failed_later()
+
+
+def test_dtype_refusal_is_not_cached_from_empty_inputs():
+    # CPU's kernel returns on empty inputs before its dtype dispatch (so does openreg); a later
+    # non-empty call must still be refused at the call.
+    pool = torch.nn.functional.adaptive_avg_pool2d
+    pool(torch.empty(0, 3, 4, 4, dtype=torch.int64), 2)
+    pool(torch.empty(0, 3, 4, 4, dtype=torch.int64, device="openreg"), 2)
+    with pytest.raises(NotImplementedError, match="Long"):
+        pool(torch.ones(1, 3, 4, 4, dtype=torch.int64, device="openreg"), 2)
+    _assert_nothing_failed_later()
+
+
+def test_refusal_leaves_the_device_working():
+    x = torch.randn(4, device="openreg")
+    with pytest.raises(NotImplementedError):
+        torch.bitwise_not(x)
+    assert torch.equal((x * 2).cpu(), x.cpu() * 2)
+
+
+# --- quantized ---------------------------------------------------------------------------------------
+
+QUANTIZING = {
+    "quantize_per_tensor": lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8),
+    "quantize_per_tensor_tensor_args": lambda x: torch.quantize_per_tensor(
+        x, torch.tensor(0.1, device=x.device), torch.tensor(0, device=x.device), torch.quint8
+    ),
+    "quantize_per_channel": lambda x: torch.quantize_per_channel(
+        x.view(2, 2), torch.tensor([0.1, 0.2], device=x.device), torch.tensor([0, 0], device=x.device), 0, torch.qint8
+    ),
+    "quantize_per_tensor_dynamic": lambda x: torch.quantize_per_tensor_dynamic(x, torch.quint8, False),
+    "_make_per_tensor_quantized_tensor": lambda x: torch._make_per_tensor_quantized_tensor(
+        x.to(torch.int8), 0.1, 0
+    ),
+    "_empty_affine_quantized": lambda x: torch._empty_affine_quantized([2], device=x.device, dtype=torch.qint8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUANTIZING))
+def test_quantizing_is_refused_at_the_call(name):
+    x = torch.randn(4, device="openreg")
+    with pytest.raises(NotImplementedError, match="openreg.*quantized|quantized.*openreg"):
+        QUANTIZING[name](x)
+    _assert_nothing_failed_later()
+
+
+def test_moving_a_quantized_tensor_is_refused():
+    q = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)
+    with pytest.raises(NotImplementedError, match="quantized tensors on openreg"):
+        q.to("openreg")
+    # dequantize/int_repr/q_scale work on the CPU tensor, and their dense results move as usual.
+    assert torch.equal(q.dequantize().to("openreg").cpu(), q.dequantize())
+    assert torch.equal(q.int_repr().to("openreg").cpu(), q.int_repr())
+
+
+# --- sparse ------------------------------------------------------------------------------------------
+
+SPARSE = {
+    "sparse_coo_tensor": lambda: torch.sparse_coo_tensor(
+        torch.tensor([[0, 2]]), torch.tensor([1.0, 2.0]), (3,), device="openreg"
+    ),
+    "to_openreg": lambda: torch.tensor([1.0, 0.0, 2.0]).to_sparse().to("openreg"),
+    "to_sparse": lambda: torch.tensor([1.0, 0.0, 2.0], device="openreg").to_sparse(),
+    "to_sparse_csr": lambda: torch.eye(3, device="openreg").to_sparse_csr(),
+    "empty_sparse": lambda: torch.empty(3, layout=torch.sparse_coo, device="openreg"),
+    "zeros_sparse": lambda: torch.zeros(3, layout=torch.sparse_coo, device="openreg"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPARSE))
+def test_sparse_is_refused_at_the_call(name):
+    with pytest.raises(NotImplementedError, match="sparse.*openreg|openreg.*sparse"):
+        SPARSE[name]()
+    _assert_nothing_failed_later()
+
+
+# --- the sweep ---------------------------------------------------------------------------------------
+
+
+def _move(v):
+    if isinstance(v, torch.Tensor):
+        return v.detach().to("openreg")
+    if isinstance(v, torch.device) and v.type == "cpu":
+        return torch.device("openreg")
+    if isinstance(v, str) and v == "cpu":
+        return "openreg"
+    if isinstance(v, list):
+        return [_move(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_move(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _move(x) for k, x in v.items()}
+    return v
+
+
+def _tensors(o):
+    if isinstance(o, torch.Tensor):
+        return [o]
+    if isinstance(o, (list, tuple)):
+        return [t for x in o for t in _tensors(x)]
+    return []
+
+
+# Norms whose saved statistics CUDA (and openreg, following the meta kernels) keep in float32 for
+# half inputs, where CPU returns half: openreg matches CUDA there.
+CUDA_DTYPE_DIFFERS_FROM_CPU = {"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+                               "_batch_norm_with_update"}
+# Ops whose aten kernel for devices other than CPU/CUDA is a composite decomposition (native_group_norm's
+# math_group_norm), which handles types CPU's fused kernel does not.
+COMPOSITE_OFF_CPU = {"native_group_norm", "nn.functional.group_norm"}
+
+
+def _first_samples(dtype):
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    for op in op_db:
+        try:
+            sample = next(iter(op.sample_inputs("cpu", dtype, requires_grad=False)))
+        except Exception:  # noqa: BLE001 - no samples for this dtype
+            continue
+        yield op, sample
+
+
+# float32 (what models run) and bool (the type CPU kernels refuse most). float16, int64 and complex64
+# pass too (about a minute more on 2 cores): add them here when changing the probe in OpCoverage.cpp.
+SWEEP_DTYPES = [torch.float32, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", SWEEP_DTYPES, ids=str)
+def test_opinfo_sweep_raises_at_the_call_or_returns_what_cpu_returns(dtype):
+    """Every OpInfo op's first sample: an op CPU refuses with NotImplementedError (no kernel for these
+    types) is refused at the call on openreg; an op CPU runs returns tensors of CPU's dtypes and shapes
+    and never fails later with NotImplementedError."""
+    problems = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for op, s in _first_samples(dtype):
+            name = op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+            args = (s.input, *s.args)
+            cpu_error = dev_error = None
+            try:
+                cpu = op(*args, **s.kwargs)
+            except Exception as e:  # noqa: BLE001 - any CPU error is the reference
+                cpu_error = e
+            try:
+                res = op(*_move(args), **_move(s.kwargs))
+            except Exception as e:  # noqa: BLE001
+                dev_error = e
+            try:
+                torch.openreg.synchronize()
+            except NotImplementedError as e:
+                problems.append(f"{name}: NotImplementedError only at the sync: {e}")
+                continue
+            except Exception:  # noqa: BLE001 - data-dependent errors surface at the sync, as on CUDA
+                continue
+            if isinstance(cpu_error, NotImplementedError) and dev_error is None and op.name not in COMPOSITE_OFF_CPU:
+                problems.append(f"{name}: CPU refuses ({cpu_error}) but openreg returned")
+            if cpu_error is None and dev_error is None and op.name not in CUDA_DTYPE_DIFFERS_FROM_CPU:
+                a, b = _tensors(cpu), _tensors(res)
+                got = [(t.dtype, tuple(t.shape)) for t in b]
+                want = [(t.dtype, tuple(t.shape)) for t in a]
+                if got != want:
+                    problems.append(f"{name}: returned {got}, CPU returns {want}")
+    assert problems == []
