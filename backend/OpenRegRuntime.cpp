@@ -50,6 +50,18 @@ sim::Runtime& runtime() {
   return translate_sim_errors([]() -> sim::Runtime& { return sim::Runtime::global(); });
 }
 
+// The error code of an invalid-device AcceleratorError: CUDA's cudaErrorInvalidDevice, so code that
+// inspects `err.error_code` reads the same value as on CUDA.
+constexpr std::int32_t kInvalidDeviceErrorCode = 101;
+
+[[noreturn]] void throw_invalid_device(std::int64_t index, int count) {
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)}, kInvalidDeviceErrorCode,
+                              c10::str("openreg error: invalid device ordinal ", index, ": valid device indices are ",
+                                       count == 0 ? std::string("none (openreg has no devices)")
+                                                  : c10::str("0..", count - 1, " (openreg has ", count,
+                                                             count == 1 ? " device)" : " devices)")));
+}
+
 c10::Stream make_stream(c10::DeviceIndex index, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, index), id);
 }
@@ -64,7 +76,8 @@ namespace detail {
     case Errc::kOutOfMemory:
       TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory. ", e.what());
     case Errc::kInvalidDevice:
-      TORCH_CHECK_INDEX(false, e.what());
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)},
+                                  kInvalidDeviceErrorCode, e.what());
     case Errc::kInvalidArgument:
     case Errc::kInvalidStream:
     case Errc::kInvalidEvent:
@@ -100,9 +113,15 @@ void init() {
 }
 
 void check_device_index(c10::DeviceIndex index) {
+  checked_device_index(index);
+}
+
+c10::DeviceIndex checked_device_index(std::int64_t index) {
   const int count = runtime().device_count();
-  TORCH_CHECK_INDEX(index >= 0 && index < count, "Invalid device index: ", static_cast<int>(index),
-                    " (openreg has ", count, count == 1 ? " device)" : " devices)");
+  if (index < 0 || index >= count) {
+    throw_invalid_device(index, count);
+  }
+  return static_cast<c10::DeviceIndex>(index);  // < count <= 64: fits
 }
 
 c10::DeviceIndex current_device() {
@@ -145,7 +164,9 @@ c10::Stream default_stream(c10::DeviceIndex index) {
 
 c10::Stream stream_from_pool(c10::DeviceIndex index, int priority) {
   sim::Device& device = sim_device(index);
-  const int level = priority < 0 ? 1 : 0;
+  // CUDA's convention: lower is higher; anything below the greatest priority clamps to it, anything
+  // above the least (positive) to normal.
+  const int level = priority <= kGreatestStreamPriority ? 1 : 0;
   StreamPool& pool = stream_pools()[index];
   const auto slot = pool.next[level].fetch_add(1, std::memory_order_relaxed) % kStreamsPerPool;
   std::lock_guard<std::mutex> lock(pool.mutex);
@@ -171,6 +192,10 @@ sim::Stream& sim_stream(const c10::Stream& stream) {
   return *translate_sim_errors([&] { return device.stream(stream.id()); });
 }
 
+int stream_priority(const c10::Stream& stream) {
+  return sim_stream(stream).priority() == sim::StreamPriority::kHigh ? kGreatestStreamPriority : kLeastStreamPriority;
+}
+
 sim::Stream& current_sim_stream(c10::DeviceIndex index) {
   return sim_stream(current_stream(index));
 }
@@ -178,6 +203,15 @@ sim::Stream& current_sim_stream(c10::DeviceIndex index) {
 void synchronize_device(c10::DeviceIndex index) {
   sim::Device& device = sim_device(index);
   translate_sim_errors([&] { device.synchronize(); });
+}
+
+std::uint64_t device_busy_time_ns(c10::DeviceIndex index) {
+  check_device_index(index);
+  // TODO(sim): read the sim's per-device busy time (Device::busy_time_ns(), being added to the sim for
+  // issue 9) here. Until it lands utilization() has no honest number to report, so it refuses rather
+  // than answer 0.
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg: utilization() needs the simulator's device busy time, which this "
+                                     "build does not provide yet");
 }
 
 DeviceProperties device_properties(c10::DeviceIndex index) {
