@@ -32,7 +32,8 @@ void bind_device(py::module_& m) {
           ore::checked_device_index(static_cast<std::int64_t>(value));
         }));
   // (least, greatest) in CUDA's convention: lower numbers are higher priorities.
-  m.def("_stream_priority_range", [] { return py::make_tuple(ore::kLeastStreamPriority, ore::kGreatestStreamPriority); });
+  m.def("_stream_priority_range",
+        [] { return py::make_tuple(ore::kLeastStreamPriority, ore::kGreatestStreamPriority); });
   m.def("_stream_priority", torch::wrap_pybind_function([](std::int64_t device, std::int64_t stream_id) {
           const c10::Stream stream(c10::Stream::UNSAFE,
                                    c10::Device(c10::DeviceType::PrivateUse1, ore::checked_device_index(device)),

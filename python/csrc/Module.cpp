@@ -1,7 +1,7 @@
 // torch_openreg._C: Python bindings of the backend. Bindings only: every function forwards to
 // backend/. Each is wrapped by torch::wrap_pybind_function(_no_gil), which turns c10 errors into the
-// Python exceptions torch uses (torch.AcceleratorError, IndexError, ValueError, torch.OutOfMemoryError, RuntimeError); the
-// _no_gil variants release the GIL while they wait on devices.
+// Python exceptions torch uses (torch.AcceleratorError, IndexError, ValueError, torch.OutOfMemoryError,
+// RuntimeError); the _no_gil variants release the GIL while they wait on devices.
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegFork.h"
@@ -108,7 +108,8 @@ PYBIND11_MODULE(_C, m) {
         }));
 
   // --- device memory ---
-  m.def("_memory_stats", torch::wrap_pybind_function([](std::int64_t device) { return flat_memory_stats(stats_of(device)); }));
+  m.def("_memory_stats",
+        torch::wrap_pybind_function([](std::int64_t device) { return flat_memory_stats(stats_of(device)); }));
   m.def("_memory_allocated", torch::wrap_pybind_function([](std::int64_t device) {
           return stats_of(device).allocated_bytes[0].current;
         }));
