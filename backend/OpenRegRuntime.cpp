@@ -7,6 +7,7 @@
 #include <openreg/sim/config.h>
 #include <openreg/sim/error.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <memory>
@@ -50,6 +51,18 @@ sim::Runtime& runtime() {
   return translate_sim_errors([]() -> sim::Runtime& { return sim::Runtime::global(); });
 }
 
+// The error code of an invalid-device AcceleratorError: CUDA's cudaErrorInvalidDevice, so code that
+// inspects `err.error_code` reads the same value as on CUDA.
+constexpr std::int32_t kInvalidDeviceErrorCode = 101;
+
+[[noreturn]] void throw_invalid_device(std::int64_t index, int count) {
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)}, kInvalidDeviceErrorCode,
+                              c10::str("openreg error: invalid device ordinal ", index, ": valid device indices are ",
+                                       count == 0 ? std::string("none (openreg has no devices)")
+                                                  : c10::str("0..", count - 1, " (openreg has ", count,
+                                                             count == 1 ? " device)" : " devices)")));
+}
+
 c10::Stream make_stream(c10::DeviceIndex index, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, index), id);
 }
@@ -64,7 +77,8 @@ namespace detail {
     case Errc::kOutOfMemory:
       TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory. ", e.what());
     case Errc::kInvalidDevice:
-      TORCH_CHECK_INDEX(false, e.what());
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)},
+                                  kInvalidDeviceErrorCode, e.what());
     case Errc::kInvalidArgument:
     case Errc::kInvalidStream:
     case Errc::kInvalidEvent:
@@ -100,9 +114,15 @@ void init() {
 }
 
 void check_device_index(c10::DeviceIndex index) {
+  checked_device_index(index);
+}
+
+c10::DeviceIndex checked_device_index(std::int64_t index) {
   const int count = runtime().device_count();
-  TORCH_CHECK_INDEX(index >= 0 && index < count, "Invalid device index: ", static_cast<int>(index),
-                    " (openreg has ", count, count == 1 ? " device)" : " devices)");
+  if (index < 0 || index >= count) {
+    throw_invalid_device(index, count);
+  }
+  return static_cast<c10::DeviceIndex>(index);  // < count <= 64: fits
 }
 
 c10::DeviceIndex current_device() {
@@ -145,14 +165,17 @@ c10::Stream default_stream(c10::DeviceIndex index) {
 
 c10::Stream stream_from_pool(c10::DeviceIndex index, int priority) {
   sim::Device& device = sim_device(index);
-  const int level = priority < 0 ? 1 : 0;
+  // CUDA's convention: lower is higher; anything below the greatest priority clamps to it, anything
+  // above the least (positive) to normal.
+  const sim::StreamPriority level_priority = sim::stream_priority_from_cuda(priority);
+  const int level = level_priority == sim::StreamPriority::kHigh ? 1 : 0;
   StreamPool& pool = stream_pools()[index];
   const auto slot = pool.next[level].fetch_add(1, std::memory_order_relaxed) % kStreamsPerPool;
   std::lock_guard<std::mutex> lock(pool.mutex);
   auto& stream = pool.streams[level][slot];
   if (!stream) {
     stream = translate_sim_errors([&] {
-      return device.create_stream(level == 1 ? sim::StreamPriority::kHigh : sim::StreamPriority::kNormal);
+      return device.create_stream(level_priority);
     });
   }
   return make_stream(index, stream->id());
@@ -171,6 +194,10 @@ sim::Stream& sim_stream(const c10::Stream& stream) {
   return *translate_sim_errors([&] { return device.stream(stream.id()); });
 }
 
+int stream_priority(const c10::Stream& stream) {
+  return sim::cuda_stream_priority(sim_stream(stream).priority());
+}
+
 sim::Stream& current_sim_stream(c10::DeviceIndex index) {
   return sim_stream(current_stream(index));
 }
@@ -178,6 +205,14 @@ sim::Stream& current_sim_stream(c10::DeviceIndex index) {
 void synchronize_device(c10::DeviceIndex index) {
   sim::Device& device = sim_device(index);
   translate_sim_errors([&] { device.synchronize(); });
+}
+
+std::uint64_t device_busy_time_ns(c10::DeviceIndex index) {
+  sim::Device& device = sim_device(index);
+  // The sim sums busy time over the device's compute threads; per thread it is the share nvidia-smi
+  // reports (exactly "at least one item ran" when the device has one thread, the default on a machine
+  // with no more cores than devices).
+  return device.busy_time_ns() / static_cast<std::uint64_t>(std::max(1, runtime().config().compute_threads));
 }
 
 DeviceProperties device_properties(c10::DeviceIndex index) {

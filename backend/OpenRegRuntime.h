@@ -23,9 +23,12 @@ c10::DeviceIndex device_count() noexcept;
 //! Starts the runtime (reads OPENREG_* variables). Throws a c10 error naming a malformed variable.
 void init();
 
-//! Throws c10::IndexError / c10::TypeError-like errors for an index outside [0, device_count()),
-//! with a message like CUDA's ("Invalid device index: 3 (openreg has 2 devices)").
+//! Throws c10::AcceleratorError (torch.AcceleratorError, a RuntimeError, as CUDA's "invalid device
+//! ordinal" is) for an index outside [0, device_count()), with a message giving the valid range.
 void check_device_index(c10::DeviceIndex index);
+//! check_device_index for an index that is not yet a DeviceIndex (a Python int, an int64): checked as
+//! the full integer, so 256 never wraps to 0 nor 128 to -128; returns it narrowed.
+c10::DeviceIndex checked_device_index(std::int64_t index);
 
 //! The calling thread's current device (0 until set_device is called on this thread).
 c10::DeviceIndex current_device();
@@ -47,6 +50,13 @@ c10::Stream default_stream(c10::DeviceIndex index);
 //! priority follows CUDA/torch: 0 is normal, negative is higher priority.
 c10::Stream stream_from_pool(c10::DeviceIndex index, int priority);
 
+//! CUDA-convention priority of an openreg stream: 0 (normal) or -1 (high; see kGreatestStreamPriority).
+int stream_priority(const c10::Stream& stream);
+//! torch.cuda.Stream.priority_range()'s (least, greatest): lower numbers are higher priorities, and
+//! the sim has two levels. Requests beyond the range clamp to it, as CUDA's do.
+using ::openreg::sim::kGreatestStreamPriority;
+using ::openreg::sim::kLeastStreamPriority;
+
 //! The sim stream behind a c10::Stream of type PrivateUse1 (checked: wrong type, device, unknown id).
 ::openreg::sim::Stream& sim_stream(const c10::Stream& stream);
 //! Shorthand for sim_stream(current_stream(index)).
@@ -54,6 +64,10 @@ c10::Stream stream_from_pool(c10::DeviceIndex index, int priority);
 
 //! Blocks until all work on every stream of the device has run (raises the first failed item).
 void synchronize_device(c10::DeviceIndex index);
+
+//! Nanoseconds of compute-thread time the device spent on work since it started, divided by its compute
+//! threads (with one thread: the time during which at least one item ran); torch.openreg.utilization() samples it like nvidia-smi samples a GPU's busy time.
+std::uint64_t device_busy_time_ns(c10::DeviceIndex index);
 
 //! What torch.openreg.get_device_properties reports.
 struct DeviceProperties {
@@ -66,7 +80,7 @@ struct DeviceProperties {
 DeviceProperties device_properties(c10::DeviceIndex index);
 
 //! Runs `fn`, translating sim errors into PyTorch errors: OutOfMemoryError → c10::OutOfMemoryError,
-//! kInvalidDevice → c10::IndexError, kInvalidArgument/kInvalidStream/kInvalidEvent/kNotTimed/
+//! kInvalidDevice → c10::AcceleratorError, kInvalidArgument/kInvalidStream/kInvalidEvent/kNotTimed/
 //! kNotRecorded → c10::ValueError or c10::Error, kConfig → c10::Error naming the variable,
 //! kWorkFailed → c10::Error with the item name.
 template <typename Fn>

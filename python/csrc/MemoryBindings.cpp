@@ -14,6 +14,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -36,8 +37,9 @@ using c10::CachingAllocator::StatArray;
 using c10::CachingDeviceAllocator::RecordContext;
 using c10::CachingDeviceAllocator::TraceEntry;
 
-c10::DeviceIndex to_index(int device) {
-  return static_cast<c10::DeviceIndex>(device);
+// Python ints are checked whole before they narrow to an int8 DeviceIndex (AcceleratorError when out of range).
+c10::DeviceIndex to_index(std::int64_t device) {
+  return ore::checked_device_index(device);
 }
 
 // Flattens DeviceStats with torch.cuda.memory_stats()'s key names ("allocated_bytes.all.current").
@@ -74,7 +76,7 @@ py::dict flat_memory_stats(const c10::CachingDeviceAllocator::DeviceStats& stats
   return out;
 }
 
-c10::CachingDeviceAllocator::DeviceStats stats_of(int device) {
+c10::CachingDeviceAllocator::DeviceStats stats_of(std::int64_t device) {
   return ore::device_allocator().getDeviceStats(to_index(device));
 }
 
@@ -245,36 +247,36 @@ RawAllocations& raw_allocations() {
 }  // namespace
 
 void bind_memory(py::module_& m) {
-  m.def("_memory_stats", torch::wrap_pybind_function([](int device) { return flat_memory_stats(stats_of(device)); }));
-  m.def("_memory_allocated", torch::wrap_pybind_function([](int device) {
+  m.def("_memory_stats", torch::wrap_pybind_function([](std::int64_t device) { return flat_memory_stats(stats_of(device)); }));
+  m.def("_memory_allocated", torch::wrap_pybind_function([](std::int64_t device) {
           return stats_of(device).allocated_bytes[0].current;
         }));
-  m.def("_max_memory_allocated", torch::wrap_pybind_function([](int device) {
+  m.def("_max_memory_allocated", torch::wrap_pybind_function([](std::int64_t device) {
           return stats_of(device).allocated_bytes[0].peak;
         }));
-  m.def("_memory_reserved", torch::wrap_pybind_function([](int device) {
+  m.def("_memory_reserved", torch::wrap_pybind_function([](std::int64_t device) {
           return stats_of(device).reserved_bytes[0].current;
         }));
-  m.def("_max_memory_reserved", torch::wrap_pybind_function([](int device) {
+  m.def("_max_memory_reserved", torch::wrap_pybind_function([](std::int64_t device) {
           return stats_of(device).reserved_bytes[0].peak;
         }));
-  m.def("_reset_peak_memory_stats", torch::wrap_pybind_function([](int device) {
+  m.def("_reset_peak_memory_stats", torch::wrap_pybind_function([](std::int64_t device) {
           ore::device_allocator().resetPeakStats(to_index(device));
         }));
-  m.def("_reset_accumulated_memory_stats", torch::wrap_pybind_function([](int device) {
+  m.def("_reset_accumulated_memory_stats", torch::wrap_pybind_function([](std::int64_t device) {
           ore::device_allocator().resetAccumulatedStats(to_index(device));
         }));
   m.def("_empty_cache", torch::wrap_pybind_function_no_gil([] { ore::device_allocator().emptyCache(); }));
-  m.def("_mem_get_info", torch::wrap_pybind_function([](int device) {
+  m.def("_mem_get_info", torch::wrap_pybind_function([](std::int64_t device) {
           return ore::device_allocator().getMemoryInfo(to_index(device));  // (free, total)
         }));
-  m.def("_set_memory_fraction", torch::wrap_pybind_function([](double fraction, int device) {
+  m.def("_set_memory_fraction", torch::wrap_pybind_function([](double fraction, std::int64_t device) {
           ore::device_allocator().set_memory_fraction(fraction, to_index(device));
         }));
   m.def("_record_memory_history", torch::wrap_pybind_function(&record_memory_history));
   m.def("_memory_snapshot", torch::wrap_pybind_function(&memory_snapshot));
   // (device, stream id) as torch.Stream carries them; the GIL is released: an OOM may wait for devices.
-  m.def("_caching_allocator_alloc", torch::wrap_pybind_function_no_gil([](std::size_t size, int device,
+  m.def("_caching_allocator_alloc", torch::wrap_pybind_function_no_gil([](std::size_t size, std::int64_t device,
                                                                            std::int64_t stream_id) {
           const c10::Stream stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, to_index(device)),
                                    stream_id);

@@ -1,13 +1,14 @@
 // torch_openreg._C: Python bindings of the backend. Bindings only: every function forwards to
 // backend/. Each is wrapped by torch::wrap_pybind_function(_no_gil), which turns c10 errors into the
-// Python exceptions torch uses (IndexError, ValueError, torch.OutOfMemoryError, RuntimeError); the
-// _no_gil variants release the GIL while they wait on devices.
+// Python exceptions torch uses (torch.AcceleratorError, IndexError, ValueError, torch.OutOfMemoryError,
+// RuntimeError); the _no_gil variants release the GIL while they wait on devices.
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegFork.h"
 #include "backend/OpenRegGenerator.h"
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
+#include "python/csrc/DeviceBindings.h"
 #include "python/csrc/MemoryBindings.h"
 
 #include <openreg/sim/trace.h>
@@ -18,6 +19,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string>
 
 namespace py = pybind11;
@@ -28,8 +30,10 @@ namespace {
 
 namespace ore = c10::openreg;
 
-c10::DeviceIndex to_index(int device) {
-  return static_cast<c10::DeviceIndex>(device);
+// Python ints are checked whole before they become an int8 DeviceIndex: a plain cast made 256 device 0
+// and 128 device -128.
+c10::DeviceIndex to_index(std::int64_t device) {
+  return ore::checked_device_index(device);
 }
 
 }  // namespace
@@ -44,14 +48,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_in_bad_fork", [] { return ore::is_in_bad_fork(); });
   m.def("_get_device_count", [] { return static_cast<int>(ore::device_count()); });
   m.def("_get_device", torch::wrap_pybind_function([] { return static_cast<int>(ore::current_device()); }));
-  m.def("_set_device", torch::wrap_pybind_function([](int device) { ore::set_device(to_index(device)); }));
-  m.def("_exchange_device", torch::wrap_pybind_function([](int device) {
+  m.def("_set_device", torch::wrap_pybind_function([](std::int64_t device) { ore::set_device(to_index(device)); }));
+  m.def("_exchange_device", torch::wrap_pybind_function([](std::int64_t device) {
           return static_cast<int>(ore::exchange_device(to_index(device)));
         }));
-  m.def("_synchronize", torch::wrap_pybind_function_no_gil([](int device) {
+  m.def("_synchronize", torch::wrap_pybind_function_no_gil([](std::int64_t device) {
           ore::synchronize_device(to_index(device));
         }));
-  m.def("_get_device_properties", torch::wrap_pybind_function([](int device) {
+  m.def("_get_device_properties", torch::wrap_pybind_function([](std::int64_t device) {
           const ore::DeviceProperties p = ore::device_properties(to_index(device));
           py::dict out;
           out["name"] = p.name;
@@ -62,7 +66,7 @@ PYBIND11_MODULE(_C, m) {
         }));
 
   // --- random ---
-  m.def("_get_default_generator", torch::wrap_pybind_function([](int device) {
+  m.def("_get_default_generator", torch::wrap_pybind_function([](std::int64_t device) {
           const at::Generator& gen = ore::default_generator(to_index(device));
           return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
         }));
@@ -72,6 +76,8 @@ PYBIND11_MODULE(_C, m) {
 
   // --- pinned host memory ---
   m.def("_is_pinned_ptr", [](std::uintptr_t ptr) { return ore::is_pinned_ptr(reinterpret_cast<const void*>(ptr)); });
+
+  bind_device(m);
 
   // --- device timeline (torch_openreg/trace.py writes it as Chrome trace JSON) ---
   m.def("_trace_start", [] { ::openreg::sim::trace_start(); });

@@ -40,6 +40,10 @@ def register() -> None:
 
         torch._register_device_module(_BACKEND_NAME, device_module)
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+        from torch_openreg import _multiprocessing
+
+        _multiprocessing.register_reductions()
         atexit.register(_drain_devices_at_exit)
         _registered = True
 

@@ -190,3 +190,37 @@ def test_device_synchronize_waits_for_every_stream():
     assert all(s.query() for s in streams)
     for value, t in enumerate(outs):
         assert t[-1].item() == float(value)
+
+
+def _rewrapped(stream):
+    return torch.openreg.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                                device_type=stream.device_type)
+
+
+def test_priority_range_is_cudas_convention():
+    assert torch.openreg.Stream.priority_range() == (0, -1)
+    assert torch.openreg.priority_range() == (0, -1)
+
+
+@pytest.mark.parametrize("requested, expected", [(0, 0), (-1, -1), (-5, -1), (4, 0)])
+def test_stream_priority_is_honoured_and_clamped_like_cuda(requested, expected):
+    for device in range(torch.openreg.device_count()):
+        s = torch.openreg.Stream(device=device, priority=requested)
+        assert s.priority == expected
+        # torch.Stream passes the priority through the device guard too
+        assert _rewrapped(torch.Stream(device=f"openreg:{device}", priority=requested)).priority == expected
+
+
+def test_default_and_rewrapped_streams_report_their_priority():
+    assert torch.openreg.default_stream().priority == 0
+    assert torch.openreg.current_stream(1).priority == 0
+    high = torch.openreg.Stream(priority=-1)
+    assert _rewrapped(high).priority == -1
+    with torch.openreg.stream(high):
+        assert torch.openreg.current_stream().priority == -1
+
+
+def test_external_stream_is_refused_clearly():
+    s = torch.openreg.Stream()
+    with pytest.raises(RuntimeError, match="ExternalStream is not supported"):
+        torch.openreg.ExternalStream(s.native_handle)

@@ -15,13 +15,18 @@ from . import memory, random, streams
 from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     _exchange_device,
     _maybe_exchange_device,
+    can_device_access_peer,
     current_device,
     device,
     device_count,
     device_of,
+    get_arch_list,
+    get_device_capability,
     get_device_name,
     get_device_properties,
+    get_gencode_flags,
     is_available,
+    is_tf32_supported,
     set_device,
     synchronize,
 )
@@ -63,8 +68,10 @@ from .random import (
     set_rng_state_all,
 )
 from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
+from ._utilization import utilization
 from .streams import (
     Event,
+    ExternalStream,
     Stream,
     StreamContext,
     current_stream,
@@ -72,6 +79,29 @@ from .streams import (
     set_stream,
     stream,
 )
+
+#: Each device's default generator, in device order, as ``torch.cuda.default_generators``: empty until
+#: the runtime starts, then filled by the call queued below.
+default_generators: tuple[torch.Generator, ...] = ()
+
+
+def _fill_default_generators() -> None:
+    global default_generators
+    default_generators = tuple(random._generator(i) for i in range(device_count()))
+
+
+_lazy_call(_fill_default_generators)
+
+
+def priority_range() -> tuple[int, int]:
+    """``(least, greatest)`` stream priority: ``(0, -1)`` (see :meth:`Stream.priority_range`)."""
+    return Stream.priority_range()
+
+
+def __getattr__(name: str) -> object:
+    # The package lives at torch_openreg.openreg but users reach it as torch.openreg: name that one.
+    raise AttributeError(f"module 'torch.openreg' has no attribute '{name}'")
+
 
 #: Raised when a device runs out of memory (the same class as torch.cuda.OutOfMemoryError).
 OutOfMemoryError = torch.OutOfMemoryError
@@ -90,6 +120,15 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 __all__ = [
     "DeferredOpenRegCallError",
     "Event",
+    "ExternalStream",
+    "can_device_access_peer",
+    "default_generators",
+    "get_arch_list",
+    "get_device_capability",
+    "get_gencode_flags",
+    "is_tf32_supported",
+    "priority_range",
+    "utilization",
     "OutOfMemoryError",
     "Stream",
     "StreamContext",

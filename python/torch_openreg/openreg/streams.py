@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 import torch
 
+from torch_openreg import _C
+
 from ._device_index import Device, _get_device_index
 from ._initialization import _lazy_init
 
@@ -26,7 +28,9 @@ class Stream(torch.Stream):
 
     Args:
         device (torch.device, str or int, optional): the stream's device (default: the current device).
-        priority (int, optional): 0 is normal, negative numbers are higher priorities.
+        priority (int, optional): as torch.cuda's: lower numbers are higher priorities, and a value
+            outside :meth:`priority_range` maps to the nearest one in it. openreg has two levels: 0
+            (normal) and -1 (high; a device's threads run ready work of high-priority streams first).
 
     Used as a context manager (``with stream:``) it becomes the current stream and its device the
     current device until the block ends.
@@ -42,12 +46,39 @@ class Stream(torch.Stream):
     def __repr__(self) -> str:
         return f"torch.openreg.Stream(device={self.device} stream_id={self.stream_id})"
 
+    @property
+    def priority(self) -> int:
+        """The stream's priority, within :meth:`priority_range` (0 normal, -1 high)."""
+        return int(_C._stream_priority(self.device_index, self.stream_id))
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """``(least, greatest)`` priority, as torch.cuda.Stream's: ``(0, -1)``."""
+        return tuple(_C._stream_priority_range())
+
     @staticmethod
     def _wrap(stream: torch.Stream) -> "Stream":
         if isinstance(stream, Stream):
             return stream
         _check_openreg_stream(stream)
         return Stream(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
+
+
+class ExternalStream(Stream):
+    """torch.cuda.ExternalStream's counterpart, refused: openreg streams can only come from openreg.
+
+    A CUDA external stream wraps a ``cudaStream_t`` made by another library. No other library makes
+    openreg streams, and a raw pointer cannot be checked safely, so this raises instead of wrapping an
+    address that may not be a stream. To rebuild a stream from its id (from ``stream.stream_id``), use
+    ``torch.openreg.Stream(stream_id=..., device_index=..., device_type=...)``.
+    """
+
+    def __new__(cls, stream_ptr: int, device: Device = None, **kwargs: Any) -> "ExternalStream":
+        raise RuntimeError(
+            "torch.openreg.ExternalStream is not supported: openreg streams are created only by openreg. "
+            "Rebuild an existing stream with torch.openreg.Stream(stream_id=s.stream_id, "
+            "device_index=s.device_index, device_type=s.device_type)"
+        )
 
 
 class _EventMeta(type):
@@ -102,7 +133,7 @@ def default_stream(device: Device = None) -> Stream:
     """The default stream of ``device`` (default: the current device)."""
     _lazy_init()
     idx = _get_device_index(device, optional=True)
-    # Asking for the current stream validates the index with the backend's error (IndexError).
+    # Asking for the current stream also gives the device type as torch.Stream wants it.
     current = torch.accelerator.current_stream(torch.device(_DEVICE_TYPE, idx))
     return Stream(stream_id=_DEFAULT_STREAM_ID, device_index=idx, device_type=current.device_type)
 

@@ -356,9 +356,9 @@ TEST_F(AllocatorTest, ZeroBytesGiveANullPointerOnTheDevice) {
   EXPECT_EQ(stats().allocation[0].current, 0);
 }
 
-TEST_F(AllocatorTest, StatsOfAnInvalidDeviceRaiseIndexError) {
-  EXPECT_THROW(device_allocator().getDeviceStats(2), c10::IndexError);
-  EXPECT_THROW(device_allocator().getDeviceStats(-3), c10::IndexError);
+TEST_F(AllocatorTest, StatsOfAnInvalidDeviceRaiseAcceleratorError) {
+  EXPECT_THROW(device_allocator().getDeviceStats(2), c10::AcceleratorError);
+  EXPECT_THROW(device_allocator().getDeviceStats(-3), c10::AcceleratorError);
 }
 
 TEST_F(AllocatorTest, SnapshotListsSegmentsBlocksAndHistory) {

@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <future>
+#include <string>
 
 namespace {
 
@@ -51,11 +53,37 @@ TEST(GuardTest, SetAndExchangeDevice) {
   EXPECT_EQ(guard().getDevice(), dev(0));
 }
 
-TEST(GuardTest, InvalidDeviceIndexRaisesIndexError) {
-  EXPECT_THROW(guard().setDevice(dev(2)), c10::IndexError);
-  EXPECT_THROW(guard().getNewStream(dev(5)), c10::IndexError);
+TEST(GuardTest, InvalidDeviceIndexRaisesAcceleratorError) {
+  EXPECT_THROW(guard().setDevice(dev(2)), c10::AcceleratorError);
+  EXPECT_THROW(guard().getNewStream(dev(5)), c10::AcceleratorError);
   guard().uncheckedSetDevice(dev(9));  // must not throw
   EXPECT_EQ(guard().getDevice(), dev(0));
+}
+
+TEST(GuardTest, IndicesAreCheckedAsWholeIntegers) {
+  // 256 would be device 0 and 128 device -128 once narrowed to DeviceIndex (int8).
+  for (const std::int64_t bad : {std::int64_t{2}, std::int64_t{128}, std::int64_t{256}, std::int64_t{-1},
+                                 std::int64_t{1} << 40}) {
+    try {
+      c10::openreg::checked_device_index(bad);
+      ADD_FAILURE() << "index " << bad << " accepted";
+    } catch (const c10::AcceleratorError& e) {
+      EXPECT_NE(std::string(e.what_without_backtrace()).find("invalid device ordinal " + std::to_string(bad)),
+                std::string::npos);
+      EXPECT_NE(std::string(e.what_without_backtrace()).find("0..1"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(c10::openreg::checked_device_index(1), 1);
+}
+
+TEST(GuardTest, StreamPrioritiesFollowCudasConvention) {
+  // Lower is higher; beyond the range clamps to it, as CUDA's pool does.
+  EXPECT_EQ(c10::openreg::stream_priority(guard().getNewStream(dev(0), 0)), 0);
+  EXPECT_EQ(c10::openreg::stream_priority(guard().getNewStream(dev(0), 3)), 0);
+  EXPECT_EQ(c10::openreg::stream_priority(guard().getNewStream(dev(0), -1)), -1);
+  EXPECT_EQ(c10::openreg::stream_priority(guard().getNewStream(dev(0), -7)), -1);
+  EXPECT_EQ(c10::openreg::stream_priority(guard().getDefaultStream(dev(0))), 0);
+  EXPECT_EQ(c10::openreg::stream_priority(guard().getStreamFromGlobalPool(dev(1), true)), -1);
 }
 
 TEST(GuardTest, NewStreamsAreNeverTheDefaultStream) {

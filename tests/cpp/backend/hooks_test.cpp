@@ -41,7 +41,7 @@ TEST(HooksTest, DeviceSelection) {
   EXPECT_EQ(hooks().exchangeDevice(1), 2);
   EXPECT_EQ(hooks().maybeExchangeDevice(-1), 1);  // negative: report only
   EXPECT_EQ(hooks().getCurrentDevice(), 1);
-  EXPECT_THROW(hooks().setCurrentDevice(3), c10::IndexError);
+  EXPECT_THROW(hooks().setCurrentDevice(3), c10::AcceleratorError);
   hooks().setCurrentDevice(0);
 }
 
