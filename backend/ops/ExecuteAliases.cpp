@@ -3,6 +3,8 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/TensorImpl.h>
 
+#include <cstring>
+
 namespace at::openreg {
 namespace {
 
@@ -11,6 +13,13 @@ c10::Storage make_standin_storage(const c10::Storage& real, AliasTarget target) 
     // Resizable, so an out= argument that the meta kernel resizes shows the new shape.
     return c10::Storage(c10::Storage::use_byte_size_t(), real.nbytes(), c10::GetAllocator(c10::kMeta),
                         /*resizable=*/true);
+  }
+  if (target == AliasTarget::kCpuScratch) {
+    // Resizable for the same reason as Meta's; zeroed, so kernels read defined values (a bool is 0).
+    c10::Storage scratch(c10::Storage::use_byte_size_t(), real.nbytes(), c10::GetAllocator(c10::kCPU),
+                         /*resizable=*/true);
+    if (real.nbytes() > 0) std::memset(scratch.mutable_data(), 0, real.nbytes());
+    return scratch;
   }
   // Not resizable and no deleter: the bytes belong to the device allocator, and the fallback has
   // already given every output its final size, so a resize here would be our bug and must fail.
@@ -49,14 +58,6 @@ const c10::Storage* AliasConverter::source_of(const c10::StorageImpl* standin) c
     if (s.unsafeGetStorageImpl() == standin) return &r;
   }
   return nullptr;
-}
-
-std::vector<c10::Storage> AliasConverter::take_sources() {
-  std::vector<c10::Storage> sources;
-  sources.reserve(storages_.size());
-  for (auto& [r, s] : storages_) sources.push_back(std::move(r));
-  storages_.clear();
-  return sources;
 }
 
 at::Tensor cpu_alias_of(const at::Tensor& t) {

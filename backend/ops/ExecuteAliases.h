@@ -18,8 +18,10 @@
 
 namespace at::openreg {
 
-//! What an openreg storage becomes.
-enum class AliasTarget { kMeta, kCpu };
+//! What an openreg storage becomes: a Meta storage, a CPU alias of the device bytes, or CPU scratch
+//! bytes of the same size (uninitialised; for running a CPU kernel only to see the results' geometry,
+//! Note [Meta kernels written in Python] in Fallback.cpp).
+enum class AliasTarget { kMeta, kCpu, kCpuScratch };
 
 class AliasConverter {
  public:
@@ -31,10 +33,6 @@ class AliasConverter {
 
   //! The openreg storage behind a stand-in storage made by this converter, or nullptr.
   const c10::Storage* source_of(const c10::StorageImpl* standin) const;
-
-  //! Moves out the openreg storages converted so far (what keeps CPU aliases' memory valid) and
-  //! forgets them.
-  std::vector<c10::Storage> take_sources();
 
  private:
   const c10::Storage& standin_storage(const c10::Storage& real);

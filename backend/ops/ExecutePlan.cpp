@@ -157,6 +157,18 @@ std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& o
   return std::nullopt;
 }
 
+//! Whether the Meta kernel that dispatch reaches was registered from Python. The dispatcher names a
+//! kernel's origin only in its debug dump ("Meta: registered at .../_meta_registrations.py:54 ::");
+//! should that format change, this answers false and the op keeps using its Meta kernel.
+bool meta_kernel_in_python(const c10::OperatorHandle& op) {
+  const std::string state = op.dumpState();
+  const auto at = state.find("\nMeta: registered at ");
+  if (at == std::string::npos) return false;
+  const auto end = state.find(" :: ", at);
+  const std::string origin = state.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  return origin.size() > 4 && origin.find(".py:") != std::string::npos;
+}
+
 std::unique_ptr<ExecutePlan> build_plan(const c10::OperatorHandle& op) {
   auto plan = std::make_unique<ExecutePlan>();
   const auto& schema = op.schema();
@@ -176,6 +188,7 @@ std::unique_ptr<ExecutePlan> build_plan(const c10::OperatorHandle& op) {
   if (is_data_dependent(op) || meta_disagrees_with_cpu(op)) plan->sync_only = true;
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
   if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);
+  plan->meta_in_python = !plan->sync_only && meta_kernel_in_python(op);
   const auto& name = op.operator_name().name;
   if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit") {
     for (size_t i = 0; i < schema.arguments().size(); ++i) {

@@ -57,6 +57,9 @@ struct ExecutePlan {
   bool random = false;        //!< takes a Generator or is tagged nondeterministic_seeded
   int generator_arg = -1;     //!< index of the Generator? argument, or -1
   bool writes = false;        //!< some argument is written
+  //! The op's Meta kernel is a Python function (torch/_meta_registrations.py and friends): see
+  //! Note [Meta kernels written in Python] in Fallback.cpp.
+  bool meta_in_python = false;
   //! For functional ops (every return kFresh and a plain Tensor): the out= overload whose arguments
   //! are this op's arguments followed by one out tensor per return, so the kernel writes straight into
   //! the preallocated outputs.
