@@ -54,7 +54,7 @@ def records_to_chrome(records: List[TraceRecord]) -> dict:
     lanes = set()
     for r in records:
         lanes.add((r.device, r.stream))
-        args = {"stream": r.stream}
+        args: dict = {"stream": r.stream}
         if r.bytes:
             args["bytes"] = r.bytes
             dur_s = max(r.end_ns - r.start_ns, 1) / 1e9
@@ -99,10 +99,9 @@ class trace:
 
     def __enter__(self) -> "trace":
         global _active
-        from . import _C
-        import torch
+        from . import _C, openreg
 
-        torch.openreg._lazy_init()
+        openreg._lazy_init()
         with _active_lock:
             if _active is not None:
                 raise RuntimeError("torch.openreg.trace: a trace is already active in this process")
@@ -127,7 +126,7 @@ class trace:
 
 
 def _sync_all() -> None:
-    import torch
+    from . import openreg
 
-    for d in range(torch.openreg.device_count()):
-        torch.openreg.synchronize(d)
+    for d in range(openreg.device_count()):
+        openreg.synchronize(d)

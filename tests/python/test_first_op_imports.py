@@ -5,7 +5,6 @@ Their Meta kernels are Python references; Note [Meta kernels written in Python] 
 
 import pytest
 
-
 RANDOM_OPS = [
     "torch.randn(4, device='openreg')",
     "torch.empty(4, device='openreg').normal_()",

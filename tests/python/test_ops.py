@@ -157,7 +157,8 @@ def test_conv_and_pool():
 def test_normalization():
     x = rand(4, 3, 5, 5)
     w, b = rand(3, seed=4), rand(3, seed=5)
-    assert_same(*on_both(lambda t, ww, bb: torch.nn.functional.batch_norm(t, None, None, ww, bb, training=True), x, w, b),
+    assert_same(*on_both(lambda t, ww, bb: torch.nn.functional.batch_norm(t, None, None, ww, bb, training=True),
+                         x, w, b),
                 rtol=1e-5, atol=1e-5)
     # Optional tensors given as None.
     assert_same(*on_both(lambda t: torch.nn.functional.layer_norm(t, (5, 5)), x), rtol=1e-5, atol=1e-5)
