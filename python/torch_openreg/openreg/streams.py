@@ -106,7 +106,9 @@ class Event(metaclass=_EventMeta):
             event always blocks on a condition rather than spinning.
         interprocess (bool, optional): must be False; events cannot be shared between processes.
 
-    The event belongs to the device of the first stream that records it.
+    The event belongs to the device of the first stream that records it; recording it on another device's
+    stream raises (torch.Event's rule, as with CUDA events). The sim's Event underneath has no such rule:
+    it reports the device of its most recent record.
     """
 
     # Returns a plain torch.Event (not an instance of this class), as torch.cuda.Event's users expect.
