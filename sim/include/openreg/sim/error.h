@@ -1,6 +1,6 @@
 #pragma once
 // Typed errors of the simulated runtime. The backend translates these, once, at its boundary into
-// PyTorch's exception types (translate_sim_errors in backend/OpenRegRuntimeInl.h).
+// PyTorch's exception types (see backend/ErrorTranslation.*).
 
 #include <cstdint>
 #include <stdexcept>
