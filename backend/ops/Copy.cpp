@@ -11,7 +11,7 @@
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegSyncDebug.h"
-#include "backend/ops/ExecuteAliases.h"
+#include "backend/ops/engine/Arguments.h"
 #include "backend/ops/ExecuteThreads.h"
 
 #include <ATen/MemoryOverlap.h>
@@ -60,7 +60,7 @@ std::size_t span_bytes(const at::Tensor& t) {
 // by a host callback after the copy (CUDA's host allocator guards pinned buffers with events; keeping
 // them is equivalent). Device sides are not kept: a freed device block is reused only in stream order
 // (Note [Stream-ordered device memory] in OpenRegAllocator.cpp). The callback holds storages, never
-// the caller's tensors (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp). The pointers
+// the caller's tensors (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp). The pointers
 // are taken now, so later metadata changes of dst or src on the host do not move the copy.
 void enqueue_byte_copy(sim::Stream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TORCH_INTERNAL_ASSERT(byte_copyable(src, dst));
@@ -83,7 +83,7 @@ void enqueue_kernel_copy(sim::Stream& stream, c10::DeviceIndex index, const at::
   // Aliases are made now (metadata as of enqueue, see fill_ in Factory.cpp); one converter, so an
   // overlapping src and dst keep sharing memory, as on CPU. The item owns the aliases only (TensorImpls
   // no one else sees), never dst, src or their memory (Note [Work items hold CPU aliases, not tensors]
-  // in Fallback.cpp).
+  // in engine/AsyncPath.cpp).
   AliasConverter aliases(AliasTarget::kCpu);
   at::Tensor cpu_dst = aliases.convert(dst);
   at::Tensor cpu_src = aliases.convert(src);

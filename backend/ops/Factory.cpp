@@ -3,7 +3,7 @@
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
-#include "backend/ops/ExecuteAliases.h"
+#include "backend/ops/engine/Arguments.h"
 #include "backend/ops/ExecuteThreads.h"
 
 #include <ATen/EmptyTensor.h>
@@ -65,7 +65,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   const int threads = stream.device().compute_threads();
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
   // t_, set_) cannot change what the pending kernel writes. The item owns the alias only, neither
-  // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp).
+  // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp).
   c10::openreg::translate_sim_errors([&] {
     stream.launch("aten::fill_.Scalar",
                   [alias = cpu_alias_of(self), value, index, threads] {

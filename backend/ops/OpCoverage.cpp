@@ -40,7 +40,7 @@ bool makes_sparse_tensors(std::string_view name) {
   return false;
 }
 
-Verdict verdict_for(const c10::OperatorHandle& op, const ExecutePlan& plan) {
+Verdict verdict_for(const c10::OperatorHandle& op, const OpPlan& plan) {
   if (makes_quantized_tensors(plan.name)) return Verdict::kQuantized;
   if (makes_sparse_tensors(plan.name)) return Verdict::kSparse;
   // The computed CPU entry covers CPU kernels and the composite kernels CPU inherits: exactly what the
@@ -97,10 +97,10 @@ void append_type(std::string& key, const at::Tensor& t) {
 }
 
 //! The argument types that decide which CPU kernel (and dtype branch) runs.
-bool type_key(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args,
+bool type_key(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
               std::string& key) {
   key.clear();
-  const ExecutePlan* plan_ptr = &plan;
+  const OpPlan* plan_ptr = &plan;
   key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
   const auto& schema_args = op.schema().arguments();
   for (size_t i = 0; i < args.size(); ++i) {
@@ -180,7 +180,7 @@ enum class ProbeResult { kRuns, kRefused, kInconclusive };
 
 //! Runs CPU's kernel on stand-ins; kRefused (with CPU's message in `refusal`) when it raises
 //! NotImplementedError.
-ProbeResult probe(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args,
+ProbeResult probe(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
                   std::string* refusal) {
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard warnings(&silent);
@@ -220,13 +220,13 @@ bool has_empty_tensor(c10::ArrayRef<c10::IValue> args) {
   return false;
 }
 
-bool probe_eligible(const ExecutePlan& plan) {
+bool probe_eligible(const OpPlan& plan) {
   if (plan.sync_only) return false;  // the sync path runs CPU's kernel at the call already
   if (plan.random && plan.generator_arg < 0) return false;
   return true;
 }
 
-void check_kernel_for_types(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args) {
+void check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (!probe_eligible(plan)) return;
   // An inconclusive probe (the stand-ins' zeros or these sizes failed first) is retried on later calls,
   // a few times: an op whose probe can never conclude must not pay for one on every call.
@@ -261,9 +261,9 @@ void check_kernel_for_types(const c10::OperatorHandle& op, const ExecutePlan& pl
 
 }  // namespace
 
-void check_op_coverage(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args) {
+void check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   // Plans live for the process and are one per operator, so a per-thread map needs no lock.
-  thread_local std::unordered_map<const ExecutePlan*, Verdict> verdicts;
+  thread_local std::unordered_map<const OpPlan*, Verdict> verdicts;
   auto it = verdicts.find(&plan);
   if (it == verdicts.end()) it = verdicts.emplace(&plan, verdict_for(op, plan)).first;
   switch (it->second) {

@@ -11,7 +11,7 @@
 //  - an op that makes quantized or sparse tensors (openreg has dense tensors only).
 // Sparse and quantized tensors themselves are refused by fallbacks on their dispatch keys.
 
-#include "backend/ops/ExecutePlan.h"
+#include "backend/ops/engine/OpPlan.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
@@ -19,6 +19,6 @@
 namespace at::openreg {
 
 //! Raises NotImplementedError when the fallback cannot run `op` on these arguments; returns otherwise.
-void check_op_coverage(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args);
+void check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args);
 
 }  // namespace at::openreg

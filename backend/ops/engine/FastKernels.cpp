@@ -1,5 +1,5 @@
 // Note [Fast kernels for hot small ops]
-// The general fallback (Note [Op execution on openreg] in Fallback.cpp) pays for generality on every
+// The general fallback (Note [Op execution on openreg] in backend/ops/engine/OpEngine.cpp) pays for generality on every
 // call: boxing, a signature of the arguments, a meta-cache lookup, CPU aliases built on the caller's
 // thread. For the ops that dominate small-tensor loops (add/sub/mul/div, relu, mm, addmm) on the plainest
 // arguments, the output's shape, strides and dtype are obvious, so these unboxed kernels allocate the
@@ -10,12 +10,12 @@
 // The work item captures the geometry at enqueue time (data pointers with their offsets applied, the
 // shared sizes, the dtype) and builds its CPU aliases on the device thread: later host-side metadata
 // changes of the caller's tensors cannot reach it, and it owns neither a caller TensorImpl nor the
-// device memory (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp).
+// device memory (Note [Work items hold CPU aliases, not tensors] in backend/ops/engine/OpEngine.cpp).
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/ops/ExecuteThreads.h"
-#include "backend/ops/Fallback.h"
+#include "backend/ops/engine/OpEngine.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>

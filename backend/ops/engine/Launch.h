@@ -1,0 +1,66 @@
+#pragma once
+// Note [Launching a kernel on a stream]
+// Every kernel path (the async path's work items, the fast kernels, copies, fill_) enqueues its kernel
+// through launch_kernel, which owns what every kernel needs on the device thread:
+//  - its share of the device's compute threads (IntraOpThreadsScope, ExecuteThreads.h), sized from
+//    the device's thread count read on the host when the kernel is enqueued;
+//  - the error policy: a kernel's exception is kept by the stream and raised, with the item's name,
+//    at the next synchronization. c10::Error::what() carries a C++ backtrace that means nothing to
+//    the Python user who reads it there, so a c10::Error is re-thrown as a plain std::runtime_error
+//    holding the message alone;
+//  - the translation of sim errors of the launch itself (Note [Sim errors cross into PyTorch once]).
+// The wrapper adds 8 bytes to the kernel's closure: closures up to kMaxInlineKernelBytes travel inline
+// in the sim::Task (no allocation per launch), which the hot paths' items are sized for.
+//
+// Thread-safety: launch_kernel may be called from any host thread; the kernel runs on one device
+// thread, after everything enqueued on the stream before it.
+
+#include "backend/OpenRegRuntime.h"
+#include "backend/OpenRegStream.h"
+#include "backend/ops/ExecuteThreads.h"
+
+#include <c10/util/Exception.h>
+
+#include <openreg/sim/task.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace at::openreg {
+
+//! A kernel as the stream runs it: the intra-op threads scope and the error policy around the closure.
+template <typename Kernel>
+struct LaunchedKernel {
+  Kernel kernel;
+  std::int32_t compute_threads;
+  c10::DeviceIndex device;
+
+  void operator()() {
+    try {
+      IntraOpThreadsScope threads(device, compute_threads);
+      kernel();
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  }
+};
+
+//! The largest kernel closure stored inline in the stream's task.
+inline constexpr std::size_t kMaxInlineKernelBytes = ::openreg::sim::Task::kInlineBytes - 8;
+
+//! Enqueues `kernel` (a nothrow-movable `void()` callable) on `stream` under the name `name` (a literal
+//! or an interned name: it must outlive the item).
+template <typename Kernel>
+void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, Kernel&& kernel) {
+  using K = std::decay_t<Kernel>;
+  static_assert(std::is_nothrow_move_constructible_v<K>, "kernels move into the stream's task");
+  auto& sim = stream.sim();
+  const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
+  c10::openreg::translate_sim_errors([&] {
+    sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()});
+  });
+}
+
+}  // namespace at::openreg
