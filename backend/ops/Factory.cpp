@@ -1,10 +1,10 @@
 // Factory kernels for openreg: empty / empty_strided allocate through the caching device allocator on
-// the requested device; fill_ is enqueued on the current stream like any kernel.
+// the requested device; fill_ is enqueued on the current stream like any kernel (launch_kernel).
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/ops/engine/Arguments.h"
-#include "backend/ops/ExecuteThreads.h"
+#include "backend/ops/engine/Launch.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
@@ -60,19 +60,11 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) {
     return self;
   }
-  const c10::DeviceIndex index = self.device().index();
-  auto& stream = c10::openreg::current_sim_stream(index);
-  const int threads = stream.device().compute_threads();
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
   // t_, set_) cannot change what the pending kernel writes. The item owns the alias only, neither
   // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp).
-  c10::openreg::translate_sim_errors([&] {
-    stream.launch("aten::fill_.Scalar",
-                  [alias = cpu_alias_of(self), value, index, threads] {
-                    IntraOpThreadsScope scope(index, threads);
-                    alias.fill_(value);
-                  });
-  });
+  launch_kernel(c10::openreg::current_openreg_stream(self.device().index()), "aten::fill_.Scalar",
+                [alias = cpu_alias_of(self), value = c10::Scalar(value)] { alias.fill_(value); });
   return self;
 }
 

@@ -50,12 +50,11 @@ struct LaunchedKernel {
 //! The largest kernel closure stored inline in the stream's task.
 inline constexpr std::size_t kMaxInlineKernelBytes = ::openreg::sim::Task::kInlineBytes - 8;
 
-//! Enqueues `kernel` (a nothrow-movable `void()` callable) on `stream` under the name `name` (a literal
+//! Enqueues `kernel` (a movable `void()` callable) on `stream` under the name `name` (a literal
 //! or an interned name: it must outlive the item).
 template <typename Kernel>
 void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, Kernel&& kernel) {
-  using K = std::decay_t<Kernel>;
-  static_assert(std::is_nothrow_move_constructible_v<K>, "kernels move into the stream's task");
+  using K = std::decay_t<Kernel>;  // inline only when nothrow-movable, else boxed (sim::Task)
   auto& sim = stream.sim();
   const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
   c10::openreg::translate_sim_errors([&] {
