@@ -31,6 +31,10 @@ c10::TypePtr unwrap_optional(const c10::TypePtr& t, bool* optional) {
 ArgPlan classify_argument(const c10::Argument& a) {
   ArgPlan plan;
   plan.written = a.alias_info() != nullptr && a.alias_info()->isWrite();
+  bool real_optional = false;
+  const auto real = unwrap_optional(a.real_type(), &real_optional);  // ScalarType/Layout: `type()` says int
+  plan.scalar_type = real->kind() == c10::TypeKind::ScalarTypeType;
+  plan.layout = real->kind() == c10::TypeKind::LayoutType;
   auto type = unwrap_optional(a.type(), &plan.optional);
   if (is_tensor(type)) {
     plan.kind = ArgKind::kTensor;
@@ -162,6 +166,15 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
   if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);
   plan->meta_in_python = !plan->sync_only && meta_kernel_in_python(op);
+  if (policy.makes_quantized) {
+    plan->coverage = Coverage::kMakesQuantized;
+  } else if (policy.makes_sparse) {
+    plan->coverage = Coverage::kMakesSparse;
+  } else if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    // The computed CPU entry covers CPU kernels and the composite kernels CPU inherits: exactly what
+    // the engine's redispatch to CPU would find.
+    plan->coverage = Coverage::kNoCpuKernel;
+  }
   if (policy.shape_pass_valid_if_arg != nullptr) {
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       if (schema.arguments()[i].name() == policy.shape_pass_valid_if_arg) plan->shape_pass_valid_if_arg = static_cast<int>(i);

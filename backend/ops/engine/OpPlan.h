@@ -29,6 +29,16 @@ struct ArgPlan {
   ArgKind kind = ArgKind::kOther;
   bool written = false;   //!< alias annotation with '!': in-place self or out=
   bool optional = false;  //!< the type accepts None
+  bool scalar_type = false;  //!< ScalarType or ScalarType? (arrives as an int): coverage checks it
+  bool layout = false;       //!< Layout or Layout? (arrives as an int): coverage checks it
+};
+
+//! Whether openreg can run the op at all (Note [Op coverage is decided at the call] in OpCoverage.h).
+enum class Coverage : std::uint8_t {
+  kRuns,
+  kNoCpuKernel,     //!< no CPU kernel (nor a composite one CPU inherits) to run
+  kMakesQuantized,  //!< makes quantized tensors (OpPolicy.h): openreg has none
+  kMakesSparse,     //!< makes sparse tensors (OpPolicy.h): openreg has none
 };
 
 //! How one return value relates to the arguments.
@@ -70,6 +80,8 @@ struct OpPlan {
   //! Index of a bool argument without which the shape pass disagrees with CPU (batch norm's
   //! `training`: OpPolicy.h), or -1.
   int shape_pass_valid_if_arg = -1;
+  //! Whether the op can run on openreg at all (checked at every call, before anything is queued).
+  Coverage coverage = Coverage::kRuns;
 };
 
 //! The plan of `op` (built on first use, then cached).

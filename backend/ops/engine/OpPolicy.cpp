@@ -9,13 +9,23 @@
 namespace at::openreg {
 namespace {
 
-enum class Rule : std::uint8_t { kDataDependent, kShapePassDisagrees, kShapePassDisagreesUnlessArg };
+enum class Rule : std::uint8_t {
+  kDataDependent,
+  kShapePassDisagrees,
+  kShapePassDisagreesUnlessArg,
+  kMakesQuantized,
+  kMakesSparse,
+};
 
 struct PolicyEntry {
-  std::string_view op;  // operator name without overload: the rule covers every overload
+  // Operator name without overload (the rule covers every overload); for kMakesQuantized and
+  // kMakesSparse a prefix of the name.
+  std::string_view op;
   Rule rule;
   const char* arg = nullptr;  // for kShapePassDisagreesUnlessArg
 };
+
+bool by_prefix(Rule rule) { return rule == Rule::kMakesQuantized || rule == Rule::kMakesSparse; }
 
 // THE table (Note [Op policy: every per-op special case in one table]).
 constexpr PolicyEntry kOpPolicies[] = {
@@ -51,6 +61,18 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::_embedding_bag_forward_only", Rule::kShapePassDisagrees},
     {"aten::native_batch_norm", Rule::kShapePassDisagreesUnlessArg, "training"},
     {"aten::_native_batch_norm_legit", Rule::kShapePassDisagreesUnlessArg, "training"},
+    // Ops that make quantized tensors (their CPU kernels exist, but their results would come back as
+    // dense tensors of the wrong type) or sparse ones: refused at the call. Name prefixes.
+    {"aten::quantize_per_", Rule::kMakesQuantized},
+    {"aten::_make_per_tensor_quantized_tensor", Rule::kMakesQuantized},
+    {"aten::_make_per_channel_quantized_tensor", Rule::kMakesQuantized},
+    {"aten::_empty_affine_quantized", Rule::kMakesQuantized},
+    {"aten::_empty_per_channel_affine_quantized", Rule::kMakesQuantized},
+    {"quantized::", Rule::kMakesQuantized},
+    {"aten::to_sparse", Rule::kMakesSparse},
+    {"aten::_to_sparse", Rule::kMakesSparse},
+    {"aten::_sparse_", Rule::kMakesSparse},
+    {"aten::sparse_", Rule::kMakesSparse},
 };
 
 // CPU's kernels reject writes that partially overlap an input or that land twice on one element
@@ -91,7 +113,8 @@ OpPolicy policy_of(const c10::OperatorHandle& op) {
   policy.data_dependent = op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
   const std::string_view name = op.operator_name().name;
   for (const auto& entry : kOpPolicies) {
-    if (entry.op != name) continue;
+    const bool matches = by_prefix(entry.rule) ? name.substr(0, entry.op.size()) == entry.op : name == entry.op;
+    if (!matches) continue;
     switch (entry.rule) {
       case Rule::kDataDependent:
         policy.data_dependent = true;
@@ -101,6 +124,12 @@ OpPolicy policy_of(const c10::OperatorHandle& op) {
         break;
       case Rule::kShapePassDisagreesUnlessArg:
         policy.shape_pass_valid_if_arg = entry.arg;
+        break;
+      case Rule::kMakesQuantized:
+        policy.makes_quantized = true;
+        break;
+      case Rule::kMakesSparse:
+        policy.makes_sparse = true;
         break;
     }
   }

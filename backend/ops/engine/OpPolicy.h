@@ -8,6 +8,8 @@
 //    (_embedding_bag's offset2bag / bag_size / max_indices): outputs must come from CPU, the sync path.
 //  - kShapePassDisagreesUnlessArg: the same, but only when the named bool argument is false (batch
 //    norm outside training returns empty saved statistics on CPU, its Meta kernel sizes them).
+//  - kMakesQuantized / kMakesSparse (matched by name prefix): the op turns dense tensors into quantized
+//    or sparse ones, which openreg does not have: refused at the call (OpCoverage.h).
 // This header also decides, per call, which path a call takes (takes_sync_path).
 //
 // Thread-safety: all functions are pure; callable from any thread.
@@ -25,6 +27,8 @@ struct OpPolicy {
   bool shape_pass_disagrees = false;  //!< listed as kShapePassDisagrees
   //! For kShapePassDisagreesUnlessArg: the bool argument's name, else nullptr.
   const char* shape_pass_valid_if_arg = nullptr;
+  bool makes_quantized = false;  //!< listed as kMakesQuantized
+  bool makes_sparse = false;     //!< listed as kMakesSparse
 };
 
 //! The policy of `op` (its schema tags and the table).
