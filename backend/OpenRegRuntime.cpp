@@ -184,7 +184,14 @@ void check_device_index(c10::DeviceIndex index) {
 }
 
 c10::DeviceIndex checked_device_index(std::int64_t index) {
+  // Hot path (every factory, guard and stream lookup): the count is fixed once the runtime started,
+  // so a cached copy answers; relaxed, because the value itself is all that is shared (a thread that
+  // sees 0 takes the full path below).
+  static std::atomic<int> started_count{0};
+  const int known = started_count.load(std::memory_order_relaxed);
+  if (index >= 0 && index < known && !is_in_bad_fork()) return static_cast<c10::DeviceIndex>(index);
   const int count = runtime().device_count();
+  started_count.store(count, std::memory_order_relaxed);
   if (index < 0 || index >= count) {
     throw_invalid_device(index, count);
   }

@@ -39,7 +39,8 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<c10::ScalarTy
                                std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   check_factory_options(layout, pin_memory);
   const c10::Device d = resolve_device(device);
-  c10::DeviceGuard guard(d);  // the allocator allocates on the current device
+  c10::OptionalDeviceGuard guard;  // the allocator allocates on the current device
+  if (d.index() != current_device()) guard.reset_device(d);
   return at::detail::empty_generic(size, &c10::openreg::device_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -50,7 +51,8 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                          std::optional<bool> pin_memory) {
   check_factory_options(layout, pin_memory);
   const c10::Device d = resolve_device(device);
-  c10::DeviceGuard guard(d);
+  c10::OptionalDeviceGuard guard;
+  if (d.index() != current_device()) guard.reset_device(d);
   return at::detail::empty_strided_generic(size, stride, &c10::openreg::device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));

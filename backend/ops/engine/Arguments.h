@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/Storage.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <utility>
@@ -43,7 +44,7 @@ class AliasConverter {
 
   AliasTarget target_;
   // Few storages per op: a linear scan beats hashing.
-  std::vector<std::pair<c10::Storage, c10::Storage>> storages_;  // (openreg, stand-in)
+  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;  // (openreg, stand-in)
 };
 
 //! A CPU tensor over `t`'s device memory (no ownership; `t` must outlive it). For single tensors

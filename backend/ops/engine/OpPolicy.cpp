@@ -2,6 +2,7 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/enum_tag.h>
+#include <c10/util/SmallVector.h>
 
 #include <string_view>
 #include <vector>
@@ -80,8 +81,8 @@ constexpr PolicyEntry kOpPolicies[] = {
 // neither. Such rare calls take the sync path, where the CPU kernel decides, on the caller's thread.
 bool needs_cpu_overlap_rules(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (!plan.writes) return false;
-  std::vector<const c10::TensorImpl*> written, read;
-  auto collect = [](const c10::IValue& v, std::vector<const c10::TensorImpl*>& into) {
+  c10::SmallVector<const c10::TensorImpl*, 4> written, read;
+  auto collect = [](const c10::IValue& v, c10::SmallVector<const c10::TensorImpl*, 4>& into) {
     if (v.isTensor()) {
       if (v.toTensor().defined()) into.push_back(v.toTensor().unsafeGetTensorImpl());
     } else if (v.isList()) {
