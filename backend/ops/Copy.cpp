@@ -23,6 +23,7 @@
 #include <openreg/sim/event.h>
 
 #include <array>
+#include <utility>
 
 namespace at::openreg {
 
@@ -85,8 +86,11 @@ void enqueue_kernel_copy(const OpenRegStream& stream, const at::Tensor& dst, con
   // no one else sees), never dst, src or their memory (Note [Work items hold CPU aliases, not tensors]
   // in engine/AsyncPath.cpp).
   AliasConverter aliases(AliasTarget::kCpu);
-  launch_kernel(stream, "aten::copy_",
-                [cpu_dst = aliases.convert(dst), cpu_src = aliases.convert(src)]() mutable { cpu_dst.copy_(cpu_src); });
+  at::Tensor cpu_dst = aliases.convert(dst);
+  at::Tensor cpu_src = aliases.convert(src);
+  auto kernel = [cpu_dst = std::move(cpu_dst), cpu_src = std::move(cpu_src)]() mutable { cpu_dst.copy_(cpu_src); };
+  static_assert(kTravelsInline<decltype(kernel)>, "kernel copies travel inline");
+  launch_kernel(stream, "aten::copy_", std::move(kernel));
 }
 
 void wait_for(const OpenRegStream& stream) {

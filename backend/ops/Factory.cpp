@@ -11,6 +11,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <utility>
+
 namespace at::openreg {
 
 namespace {
@@ -65,8 +67,9 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
   // t_, set_) cannot change what the pending kernel writes. The item owns the alias only, neither
   // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp).
-  launch_kernel(c10::openreg::current_openreg_stream(self.device().index()), "aten::fill_.Scalar",
-                [alias = cpu_alias_of(self), value = c10::Scalar(value)] { alias.fill_(value); });
+  auto kernel = [alias = cpu_alias_of(self), value = c10::Scalar(value)] { alias.fill_(value); };
+  static_assert(kTravelsInline<decltype(kernel)>, "fill_ travels inline");
+  launch_kernel(c10::openreg::current_openreg_stream(self.device().index()), "aten::fill_.Scalar", std::move(kernel));
   return self;
 }
 

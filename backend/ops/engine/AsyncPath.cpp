@@ -44,7 +44,8 @@ SilentWarnings* silent_warnings() {
 // also references would be released on a device thread, which takes the GIL there (slow, and fatal
 // while the interpreter shuts down).
 //
-// 40 bytes, so it travels inline in the stream's task (Note [Launching a kernel on a stream]).
+// A pointer, a vector and a seed: it travels inline in the stream's task (Note [Launching a kernel on a
+// stream]).
 struct OpWorkItem {
   const OpPlan* plan;
   //! CPU aliases of the arguments (CPU tensors snapshotted), then those of the fresh outputs,
@@ -163,7 +164,7 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
           convert_arg(snapshot_cpu_tensors(args[i], plan.args[i]), plan.args[i], cpu, none, c10::kCPU));
     }
     for (const auto& t : fresh) item.values.emplace_back(cpu.convert(t));
-    static_assert(sizeof(OpWorkItem) <= kMaxInlineKernelBytes, "the work item should travel inline");
+    static_assert(kTravelsInline<OpWorkItem>, "the work item should travel inline");
     launch_kernel(c10::openreg::current_openreg_stream(device), plan.name, std::move(item));
   }
 

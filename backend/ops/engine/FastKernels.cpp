@@ -162,8 +162,8 @@ struct MatmulKernel {
   }
 };
 
-static_assert(sizeof(ElementwiseKernel) <= kMaxInlineKernelBytes, "fast items travel inline");
-static_assert(sizeof(MatmulKernel) <= kMaxInlineKernelBytes, "fast items travel inline");
+static_assert(kTravelsInline<ElementwiseKernel>, "fast items travel inline");
+static_assert(kTravelsInline<MatmulKernel>, "fast items travel inline");
 
 // ---------------------------------------------------------------------------------------------------
 // Eligibility.

@@ -9,8 +9,8 @@
 //    the Python user who reads it there, so a c10::Error is re-thrown as a plain std::runtime_error
 //    holding the message alone;
 //  - the translation of sim errors of the launch itself (Note [Sim errors cross into PyTorch once]).
-// The wrapper adds 8 bytes to the kernel's closure: closures up to kMaxInlineKernelBytes travel inline
-// in the sim::Task (no allocation per launch), which the hot paths' items are sized for.
+// The wrapper adds 8 bytes to the kernel's closure; the hot paths' items are sized so that the whole
+// travels inline in the sim::Task (kTravelsInline): no allocation per launch.
 //
 // Thread-safety: launch_kernel may be called from any host thread; the kernel runs on one device
 // thread, after everything enqueued on the stream before it.
@@ -23,6 +23,7 @@
 
 #include <openreg/sim/task.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -47,8 +48,12 @@ struct LaunchedKernel {
   }
 };
 
-//! The largest kernel closure stored inline in the stream's task.
-inline constexpr std::size_t kMaxInlineKernelBytes = ::openreg::sim::Task::kInlineBytes - 8;
+//! Whether a kernel closure of type `Kernel` travels inline in the stream's task (no allocation per
+//! launch): the hot paths' items assert it.
+template <typename Kernel>
+inline constexpr bool kTravelsInline = sizeof(LaunchedKernel<Kernel>) <= ::openreg::sim::Task::kInlineBytes &&
+                                       alignof(LaunchedKernel<Kernel>) <= alignof(std::max_align_t) &&
+                                       std::is_nothrow_move_constructible_v<LaunchedKernel<Kernel>>;
 
 //! Enqueues `kernel` (a movable `void()` callable) on `stream` under the name `name` (a literal
 //! or an interned name: it must outlive the item).
