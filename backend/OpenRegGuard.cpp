@@ -66,11 +66,11 @@ c10::DeviceCapability OpenRegGuardImpl::getDeviceCapability(c10::Device d) const
 }
 
 c10::Stream OpenRegGuardImpl::getStream(c10::Device d) const {
-  return current_openreg_stream(resolve(d.index()));
+  return current_stream(resolve(d.index()));  // names the stream without starting the device
 }
 
 c10::Stream OpenRegGuardImpl::getDefaultStream(c10::Device d) const {
-  return default_openreg_stream(resolve(d.index()));
+  return default_stream(resolve(d.index()));
 }
 
 c10::Stream OpenRegGuardImpl::getStreamFromGlobalPool(c10::Device d, bool isHighPriority) const {

@@ -221,7 +221,9 @@ sim::Device& sim_device(c10::DeviceIndex index) {
 }
 
 c10::Stream current_stream(c10::DeviceIndex index) {
-  return current_openreg_stream(index).unwrap();
+  // Only the id: naming the current stream neither starts the device nor resolves its sim stream.
+  check_device_index(index);
+  return make_stream(index, tls_current_streams[index].id);
 }
 
 c10::Stream exchange_stream(c10::Stream stream) {
@@ -229,7 +231,8 @@ c10::Stream exchange_stream(c10::Stream stream) {
 }
 
 c10::Stream default_stream(c10::DeviceIndex index) {
-  return default_openreg_stream(index).unwrap();
+  check_device_index(index);  // like current_stream: the device need not start
+  return make_stream(index, sim::kDefaultStreamId);
 }
 
 c10::Stream stream_from_pool(c10::DeviceIndex index, int priority) {

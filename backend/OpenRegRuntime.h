@@ -43,7 +43,8 @@ c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 //! The sim device (started on first use; checked).
 ::openreg::sim::Device& sim_device(c10::DeviceIndex index);
 
-//! The calling thread's current stream on `index` (the default stream until changed).
+//! The calling thread's current stream on `index` (the default stream until changed); checks the index
+//! but does not start the device (current_openreg_stream resolves the sim stream too).
 c10::Stream current_stream(c10::DeviceIndex index);
 //! Makes `stream` current for its device on the calling thread; returns the previous one.
 c10::Stream exchange_stream(c10::Stream stream);

@@ -68,7 +68,6 @@ at::Tensor cpu_alias_of(const at::Tensor& t) {
   return make_standin(t, make_standin_storage(t.storage(), AliasTarget::kCpu), AliasTarget::kCpu);
 }
 
-
 namespace {
 
 constexpr c10::DeviceType kOpenReg = c10::DeviceType::PrivateUse1;
@@ -90,8 +89,8 @@ at::Tensor snapshot_cpu(const at::Tensor& t) {
 
 }  // namespace
 
-c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv, const c10::IValue& cpu_generator,
-                   c10::DeviceType device_type) {
+c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv,
+                        const c10::IValue& cpu_generator, c10::DeviceType device_type) {
   switch (a.kind) {
     case ArgKind::kTensor:
       return v.isTensor() ? c10::IValue(conv.convert(v.toTensor())) : v;
@@ -125,7 +124,6 @@ c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& 
       return v;
   }
 }
-
 
 c10::IValue snapshot_cpu_tensors(c10::IValue v, const ArgPlan& a) {
   switch (a.kind) {

@@ -1,7 +1,8 @@
 #pragma once
-// Argument conversion: stand-ins for openreg tensors that kernels of other dispatch keys can take: Meta tensors (metadata
-// only, to compute output shapes on the host) and zero-copy CPU aliases (device memory is host memory,
-// so a CPU tensor over the same bytes lets a CPU kernel run on the device's data).
+// Argument conversion: stand-ins for openreg tensors that kernels of other dispatch keys can take: Meta
+// tensors (metadata only, to compute output shapes on the host) and zero-copy CPU aliases (device memory
+// is host memory, so a CPU tensor over the same bytes lets a CPU kernel run on the device's data); and
+// what the other arguments (generators, devices, host tensors) become.
 //
 // A converter maps each distinct openreg storage to ONE stand-in storage, so tensors that share memory
 // still share it after conversion: the CPU kernels' overlap checks ("unsupported operation: some
@@ -51,12 +52,11 @@ class AliasConverter {
 //! outside a converter, e.g. host-side copies into a freshly allocated output.
 at::Tensor cpu_alias_of(const at::Tensor& t);
 
-
 //! Replaces openreg tensors (also inside lists), generators and devices of one argument by their Meta
 //! or CPU stand-ins. `cpu_generator` is what a Generator argument becomes (None for the shape pass);
 //! `device_type` what an openreg Device argument becomes.
-c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv, const c10::IValue& cpu_generator,
-                        c10::DeviceType device_type);
+c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv,
+                        const c10::IValue& cpu_generator, c10::DeviceType device_type);
 
 //! The argument as a work item captures it: CPU tensors (read when the item runs, like CUDA reads them
 //! when the op is issued) are copied; Python numbers wrapped as tensors and openreg tensors are not.

@@ -177,7 +177,9 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   }
   if (policy.shape_pass_valid_if_arg != nullptr) {
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
-      if (schema.arguments()[i].name() == policy.shape_pass_valid_if_arg) plan->shape_pass_valid_if_arg = static_cast<int>(i);
+      if (schema.arguments()[i].name() == policy.shape_pass_valid_if_arg) {
+        plan->shape_pass_valid_if_arg = static_cast<int>(i);
+      }
     }
     TORCH_INTERNAL_ASSERT(plan->shape_pass_valid_if_arg >= 0, plan->name, " has no argument ",
                           policy.shape_pass_valid_if_arg);

@@ -9,7 +9,8 @@ namespace at::openreg {
 
 at::Tensor allocate_like(const TensorGeometry& g, c10::DeviceIndex device) {
   if (!g.defined) return at::Tensor();  // convolution_backward's masked gradients stay undefined
-  return at::empty_strided(g.sizes, g.strides, at::TensorOptions().dtype(g.dtype).device(c10::DeviceType::PrivateUse1, device));
+  return at::empty_strided(g.sizes, g.strides,
+                           at::TensorOptions().dtype(g.dtype).device(c10::DeviceType::PrivateUse1, device));
 }
 
 at::Tensor view_over(const at::Tensor& base, const TensorGeometry& g) {

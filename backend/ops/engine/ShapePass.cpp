@@ -54,7 +54,8 @@ bool shape_pass_on_cpu(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
 //! Runs `op` with dispatch key `key` on the stand-ins `conv` makes of `args`; they stay in `standins`,
 //! the results in `results`. False when the kernel raised.
 bool run_on_standins(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
-                     AliasConverter& conv, c10::DispatchKey key, std::vector<c10::IValue>* standins, torch::jit::Stack* results) {
+                     AliasConverter& conv, c10::DispatchKey key, std::vector<c10::IValue>* standins,
+                     torch::jit::Stack* results) {
   const size_t n = plan.args.size();
   const c10::DeviceType type = key == c10::DispatchKey::Meta ? c10::kMeta : c10::kCPU;
   c10::IValue generator;

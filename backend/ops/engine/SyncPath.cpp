@@ -33,7 +33,8 @@ at::Tensor to_device(const at::Tensor& t, const AliasConverter& cpu, c10::ArrayR
     }
   }
   at::Tensor src = t.is_non_overlapping_and_dense() ? t : t.contiguous();
-  at::Tensor out = at::empty_strided(src.sizes(), src.strides(), src.options().device(c10::DeviceType::PrivateUse1, device));
+  at::Tensor out =
+      at::empty_strided(src.sizes(), src.strides(), src.options().device(c10::DeviceType::PrivateUse1, device));
   // The host writes the fresh block directly: work that another thread queued on this stream before
   // freeing the block may still use it (Note [Stream-ordered device memory] in OpenRegAllocator.cpp).
   c10::openreg::current_openreg_stream(device).synchronize();
