@@ -181,8 +181,6 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
         plan->shape_pass_valid_if_arg = static_cast<int>(i);
       }
     }
-    TORCH_INTERNAL_ASSERT(plan->shape_pass_valid_if_arg >= 0, plan->name, " has no argument ",
-                          policy.shape_pass_valid_if_arg);
   }
   return plan;
 }
@@ -203,13 +201,14 @@ const OpPlan& plan_for(const c10::OperatorHandle& op) {
   auto it = local.find(key);
   if (it != local.end() && it->second.name == op.operator_name()) return *it->second.plan;
 
-  static std::mutex mutex;
-  static auto* plans = new std::vector<std::unique_ptr<OpPlan>>();  // never freed: plans are
-                                                                        // referenced from work items
+  // All leaked, like every object device threads touch: plans are referenced from work items, which
+  // may run during static destruction.
+  static auto* mutex = new std::mutex();  // guards `plans` and `shared`
+  static auto* plans = new std::vector<std::unique_ptr<OpPlan>>();
   static auto* shared = new std::unordered_map<const void*, Cached>();
   const OpPlan* plan = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(*mutex);
     auto s = shared->find(key);
     if (s != shared->end() && s->second.name == op.operator_name()) {
       plan = s->second.plan;
