@@ -38,7 +38,7 @@
 // Host writes: unlike CUDA, the host can write device memory directly. A fresh block may still be used
 // by work queued on its stream before its previous owner freed it (by another thread), so host code
 // that writes a fresh block without going through the stream first waits for that stream (the sync
-// path's results in ops/Fallback.cpp, resize in ops/Resize.cpp).
+// path's results in ops/engine/SyncPath.cpp, resize in ops/Resize.cpp).
 //
 // Locks: one mutex per device guards its cache and statistics (OpenRegDeviceCache.h). Nothing waits
 // for a device, records an event, or calls the context gatherer (which may take the GIL) while holding
@@ -96,11 +96,11 @@ c10::DataPtr allocate_for(c10::DeviceIndex device, sim::Stream& stream, std::siz
 
 c10::DataPtr OpenRegDeviceAllocator::allocate(std::size_t nbytes) {
   const c10::DeviceIndex device = current_device();
-  return allocate_for(device, current_sim_stream(device), nbytes);
+  return allocate_for(device, current_openreg_stream(device).sim(), nbytes);
 }
 
 c10::DataPtr OpenRegDeviceAllocator::allocate_on(c10::Stream stream, std::size_t nbytes) {
-  return allocate_for(stream.device_index(), sim_stream(stream), nbytes);
+  return allocate_for(stream.device_index(), OpenRegStream(stream).sim(), nbytes);
 }
 
 void OpenRegDeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
@@ -120,7 +120,7 @@ void OpenRegDeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
 void OpenRegDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (ptr.get() == nullptr || ptr.get_deleter() != &delete_block) return;  // not ours, as on CUDA
   auto* block = static_cast<Block*>(ptr.get_context());
-  sim::Stream& s = sim_stream(stream);
+  sim::Stream& s = OpenRegStream(stream).sim();
   existing_cache(block->device)->record_stream(block, &s);
 }
 

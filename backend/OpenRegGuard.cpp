@@ -66,7 +66,7 @@ c10::DeviceCapability OpenRegGuardImpl::getDeviceCapability(c10::Device d) const
 }
 
 c10::Stream OpenRegGuardImpl::getStream(c10::Device d) const {
-  return current_stream(resolve(d.index()));
+  return current_stream(resolve(d.index()));  // names the stream without starting the device
 }
 
 c10::Stream OpenRegGuardImpl::getDefaultStream(c10::Device d) const {
@@ -83,22 +83,21 @@ c10::Stream OpenRegGuardImpl::getNewStream(c10::Device d, int priority) const {
 }
 
 c10::Stream OpenRegGuardImpl::exchangeStream(c10::Stream s) const {
-  return exchange_stream(s);
+  return exchange_openreg_stream(OpenRegStream(s));  // checked before it becomes current
 }
 
 void* OpenRegGuardImpl::getStreamNativeHandle(const c10::Stream s) const {
-  return &sim_stream(s);
+  return &OpenRegStream(s).sim();
 }
 
 bool OpenRegGuardImpl::queryStream(const c10::Stream& stream) const {
-  sim::Stream& s = sim_stream(stream);
-  return translate_sim_errors([&] { return s.query(); });
+  return OpenRegStream(stream).query();
 }
 
 void OpenRegGuardImpl::synchronizeStream(const c10::Stream& stream) const {
-  sim::Stream& s = sim_stream(stream);
+  const OpenRegStream s(stream);
   warn_or_error_on_sync();  // torch.cuda flags Stream.synchronize (Note [Sync debug mode])
-  translate_sim_errors([&] { s.synchronize(); });
+  s.synchronize();
 }
 
 bool OpenRegGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
@@ -116,22 +115,22 @@ void OpenRegGuardImpl::record(void** event, const c10::Stream& stream, const c10
               static_cast<int>(stream.device_index()), ".");
   TORCH_CHECK_VALUE(flag == c10::EventFlag::PYTORCH_DEFAULT || flag == c10::EventFlag::BACKEND_DEFAULT,
                     "openreg: received an invalid EventFlag");
-  sim::Stream& s = sim_stream(stream);
+  const OpenRegStream s(stream);
   if (*event == nullptr) {
     // BACKEND_DEFAULT is what torch passes for enable_timing=True.
     auto handle = std::make_unique<OpenRegEventHandle>();
     handle->event = sim::Event::create(flag == c10::EventFlag::BACKEND_DEFAULT);
     *event = handle.release();  // owned by the caller until destroyEvent
   }
-  translate_sim_errors([&] { s.record(static_cast<OpenRegEventHandle*>(*event)->event); });
+  translate_sim_errors([&] { s.sim().record(static_cast<OpenRegEventHandle*>(*event)->event); });
 }
 
 void OpenRegGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr) {
     return;  // never recorded: nothing to wait for
   }
-  sim::Stream& s = sim_stream(stream);
-  translate_sim_errors([&] { s.wait(static_cast<OpenRegEventHandle*>(event)->event); });
+  const OpenRegStream s(stream);
+  translate_sim_errors([&] { s.sim().wait(static_cast<OpenRegEventHandle*>(event)->event); });
 }
 
 bool OpenRegGuardImpl::queryEvent(void* event) const {

@@ -8,6 +8,15 @@ is checked against a CPU reference.
 Fails (exit 1) on any wrong or lost result, on device memory that does not return to its starting
 level, and (exit 2, from a watchdog) on a hang: no thread making progress for --hang-seconds.
 
+Every op's result is checked: a slot (the result of an op, or a tensor an op changed in place) is
+compared with its CPU reference before it is dropped, and every slot alive at the end is too. The
+comparison reads the device value back without stalling the worker: a non-blocking copy into pinned
+memory on one of the worker's streams, ordered after the slot's last use, checked once its event
+completed. NaNs in the same places on both sides (a long chain of matmuls overflows on both) are equal.
+
+`--inject-faults N` checks the checker: N times at random, it changes one element of a fresh result on
+the device and not in the reference. The run then passes only if every injected fault was caught.
+
 Ordering discipline (what a correct user program does, and what is being checked): every slot (a device
 tensor and its CPU reference) carries the event recorded after its last use; any stream that uses the
 slot first waits on that event, then records a new one. So every use of a slot is ordered after the
@@ -38,6 +47,9 @@ class Slot:
     dev: torch.Tensor          # the value on an openreg device
     ref: torch.Tensor          # the same value computed on the CPU
     event: Optional[torch.Event] = None  # recorded after the last use of `dev`
+    injected: bool = False     # a fault was injected into `dev` (--inject-faults)
+    fault: int = -1            # which one (a slot may be checked more than once)
+    tainted: bool = False      # computed from an injected or tainted slot: its mismatch proves nothing
 
 
 @dataclass
@@ -45,6 +57,18 @@ class Stats:
     ops: int = 0
     checks: int = 0
     mismatches: List[str] = field(default_factory=list)
+    injected: int = 0        # faults injected (--inject-faults)
+    caught: set = field(default_factory=set)  # of those, the ones whose slot failed a check
+
+
+@dataclass
+class PendingCheck:
+    host: torch.Tensor       # pinned; filled by a non-blocking copy
+    ref: torch.Tensor
+    done: torch.Event        # recorded after the copy
+    where: str
+    fault: int               # the slot's injected fault, or -1
+    tainted: bool
 
 
 class Worker(threading.Thread):
@@ -55,6 +79,8 @@ class Worker(threading.Thread):
         self.devices = [torch.device("openreg", d) for d in range(torch.openreg.device_count())]
         self.streams = {d.index: [torch.openreg.Stream(d) for _ in range(args.streams)] for d in self.devices}
         self.slots: List[Slot] = []
+        self.pending: List[PendingCheck] = []
+        self.faults_left = args.inject_faults
         self.error: Optional[BaseException] = None
 
     # -- ordering helpers -------------------------------------------------------------------------
@@ -66,10 +92,13 @@ class Worker(threading.Thread):
             s.dev.record_stream(stream)
 
     def _done(self, stream, *slots: Slot) -> None:
+        """Records the end of an op that used `slots` (its inputs and outputs)."""
         event = torch.Event(device=stream.device)
         event.record(stream)
+        tainted = any(s.injected or s.tainted for s in slots)
         for s in slots:
             s.event = event
+            s.tainted = s.tainted or (tainted and not s.injected)
 
     def _pick_stream(self, device_index: int):
         return self.rng.choice(self.streams[device_index])
@@ -93,7 +122,8 @@ class Worker(threading.Thread):
     def op_unary(self) -> None:
         a = self.rng.choice(self.slots)
         stream = self._pick_stream(a.dev.device.index)
-        fn = self.rng.choice([torch.tanh, torch.sigmoid, lambda x: x * 0.5 + 1.0, torch.neg])
+        # log: NaN for negative inputs, on both sides (the check treats NaNs in the same places as equal)
+        fn = self.rng.choice([torch.tanh, torch.sigmoid, lambda x: x * 0.5 + 1.0, torch.neg, torch.log])
         with torch.openreg.stream(stream):
             self._use(stream, a)
             out = Slot(fn(a.dev), fn(a.ref))
@@ -153,6 +183,7 @@ class Worker(threading.Thread):
             # on events recorded after it.
             self._done(s_src, a)
             self._done(s_dst, out)
+            out.tainted = a.injected or a.tainted
         self.slots.append(out)
 
     def op_free_in_use(self) -> None:
@@ -184,20 +215,70 @@ class Worker(threading.Thread):
 
     def op_free(self) -> None:
         if len(self.slots) > 2:
-            self.slots.pop(self.rng.randrange(len(self.slots)))
+            self._check_later(self.slots.pop(self.rng.randrange(len(self.slots))))
 
     def op_check(self, slot: Optional[Slot] = None) -> None:
+        """A blocking check, as a program's `.cpu()` is: synchronizes the stream it reads on."""
         a = slot if slot is not None else self.rng.choice(self.slots)
         stream = self._pick_stream(a.dev.device.index)
         with torch.openreg.stream(stream):
             self._use(stream, a)
             got = a.dev.cpu()  # synchronizes the current stream
         self._done(stream, a)
+        self._compare(got, a.ref, f"{tuple(a.ref.shape)} on {a.dev.device}", a.fault, a.tainted)
+
+    def _check_later(self, a: Slot) -> None:
+        """Queues a non-blocking read-back of a slot that is being dropped; verified by _verify_done."""
+        stream = self._pick_stream(a.dev.device.index)
+        host = torch.empty(a.dev.shape, dtype=a.dev.dtype, pin_memory=True)
+        with torch.openreg.stream(stream):
+            self._use(stream, a)
+            host.copy_(a.dev, non_blocking=True)
+        done = torch.Event(device=stream.device)
+        done.record(stream)
+        self.pending.append(
+            PendingCheck(host, a.ref, done, f"{tuple(a.ref.shape)} on {a.dev.device}", a.fault, a.tainted))
+        if len(self.pending) > 32:
+            self._verify_done(wait=False)
+
+    def _verify_done(self, wait: bool) -> None:
+        still = []
+        for p in self.pending:
+            if wait:
+                p.done.synchronize()
+            elif not p.done.query():
+                still.append(p)
+                continue
+            self._compare(p.host, p.ref, p.where, p.fault, p.tainted)
+        self.pending = still
+
+    def _compare(self, got: torch.Tensor, ref: torch.Tensor, where: str, fault: int, tainted: bool) -> None:
         self.stats.checks += 1
-        if not torch.allclose(got, a.ref, rtol=1e-4, atol=1e-4):
-            self.stats.mismatches.append(
-                f"thread {self.index}: {tuple(a.ref.shape)} on {a.dev.device}: max error "
-                f"{(got - a.ref).abs().max().item():.3g}")
+        same = torch.allclose(got, ref, rtol=1e-4, atol=1e-4, equal_nan=True)
+        if fault >= 0:
+            if not same:
+                self.stats.caught.add(fault)
+            else:
+                self.stats.mismatches.append(f"thread {self.index}: {where}: an injected fault was not caught")
+            return
+        if same or tainted:
+            return
+        diff = (got - ref).abs()
+        self.stats.mismatches.append(
+            f"thread {self.index}: {where}: max error {diff[~diff.isnan()].max().item() if (~diff.isnan()).any() else float('nan'):.3g}")
+
+    def _maybe_inject(self, slot: Slot) -> None:
+        """--inject-faults: changes one element of a fresh result on the device only."""
+        if self.faults_left <= 0 or self.rng.random() > 0.05 or not bool(slot.ref.isfinite().all()):
+            return
+        self.faults_left -= 1
+        slot.injected, slot.fault = True, self.stats.injected
+        self.stats.injected += 1
+        stream = self._pick_stream(slot.dev.device.index)
+        with torch.openreg.stream(stream):
+            self._use(stream, slot)
+            slot.dev.view(-1)[0] = float(slot.ref.view(-1)[0]) + 1.0
+        self._done(stream, slot)
 
     def run(self) -> None:
         ops = [(self.op_create, 3), (self.op_unary, 4), (self.op_binary, 4), (self.op_inplace, 2),
@@ -211,13 +292,17 @@ class Worker(threading.Thread):
             while done < self.args.ops and time.monotonic() < self.deadline:
                 if len(self.slots) > self.args.max_slots:
                     self.op_free()
+                before = len(self.slots)
                 self.rng.choices(choices, weights)[0]()
+                if len(self.slots) > before:
+                    self._maybe_inject(self.slots[-1])
                 done += 1
                 self.stats.ops += 1
                 self.progress[self.index] = time.monotonic()
             for slot in self.slots:  # every value still alive is checked at the end
                 self.op_check(slot)
             self.slots.clear()
+            self._verify_done(wait=True)
         except BaseException as e:  # reported by the main thread
             self.error = e
 
@@ -231,6 +316,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-slots", type=int, default=24, help="live tensors per thread")
     parser.add_argument("--hang-seconds", type=float, default=60.0, help="watchdog: no progress for this long")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--inject-faults", type=int, default=0,
+                        help="per thread: change this many device results behind the checker's back; "
+                             "the run passes only if it catches every one")
     args = parser.parse_args(argv)
 
     torch.openreg.init()
@@ -263,13 +351,20 @@ def main(argv=None) -> int:
     leaked = {d: torch.openreg.memory_allocated(d) - start_mem[d] for d in devices}
     ops = sum(s.ops for s in stats_list)
     checks = sum(s.checks for s in stats_list)
+    injected = sum(s.injected for s in stats_list)
+    caught = sum(len(s.caught) for s in stats_list)
     print(f"stress: {args.threads} threads x {args.streams} streams x {len(devices)} devices: "
           f"{ops} ops, {checks} checks in {elapsed:.1f} s ({ops / max(elapsed, 1e-9):.0f} ops/s)")
     print(f"stress: mismatches {len(mismatches)}, errors {len(errors)}, "
           f"memory not returned {sum(leaked.values())} bytes")
+    if args.inject_faults:
+        print(f"stress: injected faults caught {caught} of {injected}")
     for line in (mismatches + errors)[:20]:
         print("  " + line)
-    ok = not mismatches and not errors and not any(leaked.values()) and ops > 0
+    ok = not mismatches and not errors and not any(leaked.values()) and ops > 0 and caught == injected
+    if args.inject_faults and injected == 0:
+        ok = False  # asked to check the checker, but nothing was injected
+        print("stress: no fault was injected (run longer)")
     print("stress: PASS" if ok else "stress: FAIL")
     return 0 if ok else 1
 
