@@ -31,6 +31,19 @@ namespace detail {
 bool on_device_compute_thread() noexcept { return tl_device != nullptr; }
 }  // namespace detail
 
+// Note [Elastic device concurrency]
+// A device's compute units are a oneTBB task_arena whose concurrency (Config::compute_threads: the
+// process's cores unless OPENREG_COMPUTE_THREADS caps it) is a cap, not a reservation. All arenas
+// draw from oneTBB's one worker pool, sized for the machine (Note [TBB worker budget]): the market
+// gives idle workers to arenas with queued tasks in proportion to their demand and takes them back
+// when an arena runs dry, so a program using one device gets every core, two busy devices share them,
+// and busy devices never run more threads between them than the pool has. Two streams of one device
+// are two drain tasks in the same arena, so they run side by side whenever two workers are free.
+// Correctness does not depend on how many workers an arena gets: every task is enqueued (oneTBB
+// guarantees enqueued tasks progress even when the market gives the arena no worker at first), and
+// each device can always hold a worker of its own, so work waiting on another device cannot starve it.
+// Intra-op parallelism inside a kernel sizes itself from the same budget (backend ExecuteThreads.cpp).
+
 struct Device::State {
   Runtime* runtime = nullptr;
   int index = 0;
