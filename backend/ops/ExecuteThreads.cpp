@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,9 +13,23 @@ namespace {
 
 constexpr int kMaxDevices = 64;  // the sim's limit on OPENREG_DEVICE_COUNT
 
-// Kernels currently running per device. Relaxed: the count only sizes thread shares, it orders no
-// memory, and a momentarily stale value merely gives one kernel a slightly different share.
+// Kernels currently running, per device and on all devices together. Relaxed: the counts only size
+// thread shares, they order no memory, and a momentarily stale value merely gives one kernel a
+// slightly different share.
 std::atomic<int> g_running[kMaxDevices];
+std::atomic<int> g_running_all{0};
+
+// The cores this process may run on: what all devices' kernels share (Note [Elastic device
+// concurrency] in sim/src/device.cpp: the arenas share one worker pool of that size).
+int machine_cores() {
+  static const int cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    return 1;
+  }();
+  return cores;
+}
 
 using SetThreadsFn = void (*)(int);
 // MKL_Set_Num_Threads_Local is the C entry point (mkl_set_num_threads_local is a macro for it; the
@@ -50,10 +65,16 @@ void set_thread_count(int n) {
 IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads)
     : device_(device >= 0 && device < kMaxDevices ? device : 0) {
   const int running = g_running[device_].fetch_add(1, std::memory_order_relaxed) + 1;
-  threads_ = std::max(1, compute_threads / running);
+  const int running_all = g_running_all.fetch_add(1, std::memory_order_relaxed) + 1;
+  // The device's cap split between its running kernels, and the machine split between all devices'
+  // running kernels: the arenas share the cores elastically, so a device's cap is not its own.
+  threads_ = std::max(1, std::min(compute_threads / running, machine_cores() / running_all));
   set_thread_count(threads_);
 }
 
-IntraOpThreadsScope::~IntraOpThreadsScope() { g_running[device_].fetch_sub(1, std::memory_order_relaxed); }
+IntraOpThreadsScope::~IntraOpThreadsScope() {
+  g_running_all.fetch_sub(1, std::memory_order_relaxed);
+  g_running[device_].fetch_sub(1, std::memory_order_relaxed);
+}
 
 }  // namespace at::openreg
