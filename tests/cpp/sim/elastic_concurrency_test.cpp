@@ -6,7 +6,9 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <thread>
 #include <memory>
 #include <vector>
 
@@ -77,6 +79,29 @@ TEST(ElasticConcurrency, DevicesWaitingOnEachOtherNeverStarve) {
   };
   hop(0);
   EXPECT_EQ(deepest.load(), n - 1);
+}
+
+std::atomic<int> g_idle_calls{0};
+thread_local bool tl_ran_kernel = false;
+std::atomic<int> g_idle_calls_after_kernel{0};
+void count_idle() {
+  g_idle_calls.fetch_add(1);
+  if (tl_ran_kernel) g_idle_calls_after_kernel.fetch_add(1);
+}
+
+TEST(ElasticConcurrency, IdleHookRunsOnTheComputeThreadWhenItsDeviceRunsDry) {
+  Runtime runtime(test::make_config(1, 2));
+  set_compute_thread_idle_hook(&count_idle);
+  runtime.device(0).default_stream()->launch("mark", [] { tl_ran_kernel = true; });
+  runtime.device(0).synchronize();
+  // The worker that ran the kernel leaves the arena once it finds nothing more to do.
+  EXPECT_TRUE(test::eventually([] { return g_idle_calls_after_kernel.load() > 0; }));
+  set_compute_thread_idle_hook(nullptr);
+  const int before = g_idle_calls.load();
+  runtime.device(0).default_stream()->launch("after", [] {});
+  runtime.device(0).synchronize();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(g_idle_calls.load(), before);  // removed: no longer called
 }
 
 }  // namespace
