@@ -254,6 +254,7 @@ void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* nam
   item->src = src;
   item->bytes = bytes;
   item->engine = &s_->device->copy_engine(/*inbound=*/dst_on_device && !src_on_device);
+  item->host_dst = !dst_on_device;
   enqueue(item);
 }
 

@@ -25,6 +25,7 @@ struct WorkItem {
   const void* src = nullptr;      // kCopy
   std::size_t bytes = 0;          // kCopy
   CopyEngine* engine = nullptr;   // kCopy: chosen at enqueue from the pointers
+  bool host_dst = false;          // kCopy: dst is host memory (see Note [Fresh host destinations])
   std::shared_ptr<EventRecord> record;  // kEventRecord: the record to complete; kEventWait: the one awaited
 
   //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
