@@ -190,6 +190,8 @@ WorkItem* Stream::acquire_item() {
 //    enqueue), so waits point strictly backwards in issue order and cannot form a cycle with a full
 //    queue or with each other.
 void Stream::enqueue(WorkItem* item) {
+  // Read here, on the issuing thread: the tag names the host op that issued the item (trace.h).
+  item->correlation = trace_correlation();
   // Counted before it is pushed, so completed <= enqueued always holds and a synchronize() that reads
   // `enqueued` after its own enqueue covers every item queued ahead of it (it then also waits for a
   // producer still held by the bound, which the same completions release).
@@ -377,7 +379,7 @@ void Stream::run_task(WorkItem* item) {
     s_->record_failure(item->name, "unknown exception");
   }
   tl_running_stream = outer;
-  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
+  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation});
 }
 
 WorkItem* Stream::take_next() {
@@ -399,7 +401,7 @@ bool Stream::step(WorkItem* item) {
       const bool tracing = trace_enabled();
       const std::int64_t start = tracing ? now_ns() : 0;
       complete_record(*item->record);
-      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
+      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation});
       break;
     }
     case ItemKind::kEventWait:

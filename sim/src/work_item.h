@@ -26,6 +26,7 @@ struct WorkItem {
   std::size_t bytes = 0;          // kCopy
   CopyEngine* engine = nullptr;   // kCopy: chosen at enqueue from the pointers
   std::shared_ptr<EventRecord> record;  // kEventRecord: the record to complete; kEventWait: the one awaited
+  std::uint64_t correlation = 0;  // the enqueuer's trace_correlation(), for trace records
 
   //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
   void clear() noexcept {
