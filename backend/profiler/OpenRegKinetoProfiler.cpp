@@ -13,6 +13,8 @@
 // time (torch maps CONCURRENT_KERNEL / GPU_MEMCPY activities to the PrivateUse1 device).
 //
 // Lanes: pid = device index, tid = the stream's sim id, named "stream <id>" as CUDA's are.
+// Flow arrows: as CUDA's go from cudaLaunchKernel to the kernel, ours go from an "openregLaunch"
+// runtime event (on the issuing thread, at the enqueue) to the device item.
 
 #include <openreg/sim/trace.h>
 
@@ -43,6 +45,9 @@ using libkineto::ActivityType;
 // Per thread: the tags that pushCorrelationId replaced, so popCorrelationId restores the enclosing
 // op's tag (ops nest: an op's CPU kernel may call other ops).
 thread_local std::vector<std::uint64_t> tl_saved_tags;
+
+// The name of the host-side launch event of a device item (Note [Kineto plugin]).
+const std::string kLaunchName = "openregLaunch";
 
 ActivityType activity_type_of(sim::ItemKind kind) {
   // torch attributes CONCURRENT_KERNEL and GPU_MEMCPY to the PrivateUse1 device (device time in
@@ -93,7 +98,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     std::lock_guard lock(mutex_);
     const std::int64_t offset = steady_to_system_offset_ns();
     activities_.clear();
-    activities_.reserve(records_.size());
+    activities_.reserve(2 * records_.size());  // an item and its launch: no reallocation, see below
     std::set<std::pair<int, std::int64_t>> lanes;
     for (const sim::TraceRecord& r : records_) {
       auto& a = activities_.emplace_back(std::make_unique<libkineto::GenericTraceActivity>(
@@ -111,14 +116,27 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
       if (r.correlation != sim::kNoCorrelation && linked_activity) {
         a->linked = linked_activity(static_cast<int32_t>(r.correlation));
       }
-      if (a->linked != nullptr) {
-        // The CPU op starts the same flow id (torch sets it on the op's activity), so Chrome draws an
-        // arrow from the op to this item.
-        a->flow.id = static_cast<uint32_t>(r.correlation);
+      lanes.emplace(r.device, r.stream);
+      if (a->linked != nullptr && r.enqueue_ns != 0) {
+        // The host side of the launch, as cudaLaunchKernel is for CUDA: a runtime event on the issuing
+        // op's thread at the moment of the enqueue, where the flow arrow to the device item starts.
+        auto& launch = activities_.emplace_back(std::make_unique<libkineto::GenericTraceActivity>(
+            span_, ActivityType::PRIVATEUSE1_RUNTIME, kLaunchName));
+        launch->startTime = r.enqueue_ns + offset;
+        launch->endTime = launch->startTime + 1;
+        launch->device = static_cast<int32_t>(a->linked->deviceId());
+        launch->resource = static_cast<int32_t>(a->linked->resourceId());
+        launch->threadId = a->linked->getThreadId();
+        launch->id = a->id;
+        launch->linked = a->linked;
+        launch->flow.id = static_cast<uint32_t>(r.correlation);
+        launch->flow.type = libkineto::kLinkAsyncCpuGpu;
+        launch->flow.start = true;
+        a->flow.id = launch->flow.id;
         a->flow.type = libkineto::kLinkAsyncCpuGpu;
         a->flow.start = false;
+        logger.handleGenericActivity(*launch);
       }
-      lanes.emplace(r.device, r.stream);
       logger.handleGenericActivity(*a);
     }
     resources_.clear();

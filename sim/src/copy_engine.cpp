@@ -51,7 +51,7 @@ void CopyEngine::run() {
     }
     if (trace_enabled()) {
       trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, start, now_ns(), item.bytes,
-                    item.correlation});
+                    item.correlation, item.enqueue_ns});
     }
     // Dispatches the stream's next copies/events from this thread (Note [Dispatching off the
     // device]); may free the stream: touch neither afterwards.

@@ -192,6 +192,7 @@ WorkItem* Stream::acquire_item() {
 void Stream::enqueue(WorkItem* item) {
   // Read here, on the issuing thread: the tag names the host op that issued the item (trace.h).
   item->correlation = trace_correlation();
+  item->enqueue_ns = trace_enabled() ? now_ns() : 0;
   // Counted before it is pushed, so completed <= enqueued always holds and a synchronize() that reads
   // `enqueued` after its own enqueue covers every item queued ahead of it (it then also waits for a
   // producer still held by the bound, which the same completions release).
@@ -379,7 +380,8 @@ void Stream::run_task(WorkItem* item) {
     s_->record_failure(item->name, "unknown exception");
   }
   tl_running_stream = outer;
-  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation});
+  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation,
+                                 item->enqueue_ns});
 }
 
 WorkItem* Stream::take_next() {
@@ -401,7 +403,8 @@ bool Stream::step(WorkItem* item) {
       const bool tracing = trace_enabled();
       const std::int64_t start = tracing ? now_ns() : 0;
       complete_record(*item->record);
-      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation});
+      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation,
+                                 item->enqueue_ns});
       break;
     }
     case ItemKind::kEventWait:

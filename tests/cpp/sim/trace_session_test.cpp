@@ -97,6 +97,10 @@ TEST(TraceSession, RecordsCarryTheEnqueuersCorrelationTag) {
   EXPECT_EQ(records[2].correlation, 42u);
   EXPECT_EQ(records[3].correlation, 7u);
   EXPECT_EQ(records[4].correlation, kNoCorrelation);
+  for (const TraceRecord& r : records) {
+    EXPECT_GT(r.enqueue_ns, 0);  // enqueued while the session was open
+    EXPECT_LE(r.enqueue_ns, r.start_ns);
+  }
   dev.memory().free(d);
 }
 

@@ -25,6 +25,7 @@ struct TraceRecord {
   std::int64_t end_ns;        //!< steady-clock ns when it finished
   std::uint64_t bytes;        //!< bytes moved, for copies; 0 otherwise
   std::uint64_t correlation;  //!< the enqueuing thread's trace_correlation() at enqueue
+  std::int64_t enqueue_ns;    //!< steady-clock ns when it was enqueued (0: enqueued while not tracing)
 };
 
 //! A consumer of the recorder: sees every item that finished running between its construction and
