@@ -28,6 +28,7 @@ struct WorkItem {
   std::shared_ptr<EventRecord> record;  // kEventRecord: the record to complete; kEventWait: the one awaited
   std::uint64_t correlation = 0;  // the enqueuer's trace_correlation(), for trace records
   std::int64_t enqueue_ns = 0;    // when it was enqueued, while tracing (0 otherwise)
+  std::int64_t wait_start_ns = 0; // kEventWait: when the stream reached it, while tracing (0 otherwise)
 
   //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
   void clear() noexcept {

@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "openreg/sim/device.h"
+#include "openreg/sim/event.h"
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/trace.h"
 #include "sim_test_util.h"
@@ -102,6 +104,38 @@ TEST(TraceSession, RecordsCarryTheEnqueuersCorrelationTag) {
     EXPECT_LE(r.enqueue_ns, r.start_ns);
   }
   dev.memory().free(d);
+}
+
+TEST(TraceSession, EventWaitsAreRecordedParkedOrNot) {
+  Runtime runtime(test::make_config(1, 2));
+  Device& dev = runtime.device(0);
+  auto producer = dev.create_stream();
+  auto consumer = dev.create_stream();
+  auto done = Event::create();
+  std::atomic<bool> release{false};
+  TraceSession session;
+  set_trace_correlation(5);
+  producer->launch("slow", [&] {
+    while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
+  });
+  producer->record(done);
+  consumer->wait(done);  // parks: the producer is held until `release`
+  consumer->launch("after", [] {});
+  consumer->wait(done);  // already complete by the time the consumer reaches it
+  set_trace_correlation(kNoCorrelation);
+  release.store(true, std::memory_order_release);
+  consumer->synchronize();
+  producer->synchronize();
+  std::vector<TraceRecord> waits;
+  for (const TraceRecord& r : session.stop()) {
+    if (r.kind == ItemKind::kEventWait) waits.push_back(r);
+  }
+  ASSERT_EQ(waits.size(), 2u);
+  for (const TraceRecord& w : waits) {
+    EXPECT_EQ(w.stream, consumer->id());
+    EXPECT_EQ(w.correlation, 5u);
+    EXPECT_LE(w.start_ns, w.end_ns);
+  }
 }
 
 }  // namespace
