@@ -79,9 +79,24 @@ DeviceCache& cache(c10::DeviceIndex device) {
   return *c;
 }
 
+// torch.profiler(profile_memory=True)'s memory timeline, as CUDA's allocator reports it: block sizes,
+// with the totals after the change. Read before free(): the block may be merged away by it.
+void report_to_profiler(DeviceCache& c, const void* ptr, std::int64_t delta, c10::DeviceIndex device) {
+  if (C10_LIKELY(!c10::memoryProfilingEnabled())) return;
+  const DeviceStats stats = c.stats();
+  const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  c10::reportMemoryUsageToProfiler(const_cast<void*>(ptr), delta, stats.allocated_bytes[all].current,
+                                   stats.reserved_bytes[all].current, c10::Device(c10::DeviceType::PrivateUse1, device));
+}
+
 void delete_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
-  existing_cache(block->device)->free(block);
+  DeviceCache& c = *existing_cache(block->device);
+  const void* ptr = block->ptr;
+  const auto size = static_cast<std::int64_t>(block->size);
+  const c10::DeviceIndex device = block->device;
+  c.free(block);
+  report_to_profiler(c, ptr, -size, device);
 }
 
 c10::DataPtr allocate_for(c10::DeviceIndex device, sim::Stream& stream, std::size_t nbytes) {
@@ -89,6 +104,7 @@ c10::DataPtr allocate_for(c10::DeviceIndex device, sim::Stream& stream, std::siz
   const c10::Device where(c10::DeviceType::PrivateUse1, device);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   Block* block = translate_sim_errors([&] { return c.malloc(&stream, nbytes); });
+  report_to_profiler(c, block->ptr, static_cast<std::int64_t>(block->size), device);
   return c10::DataPtr(block->ptr, block, &delete_block, where);
 }
 

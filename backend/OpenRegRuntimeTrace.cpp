@@ -2,6 +2,8 @@
 
 #include <openreg/sim/trace.h>
 
+#include <cstring>
+
 namespace c10::openreg {
 namespace {
 
@@ -25,21 +27,50 @@ const char* kind_name(sim::ItemKind kind) {
   return "unknown";
 }
 
+std::vector<TraceItem> items_of(const std::vector<sim::TraceRecord>& records) {
+  std::vector<TraceItem> out;
+  out.reserve(records.size());
+  for (const sim::TraceRecord& r : records) {
+    out.push_back(TraceItem{r.name, r.device, static_cast<std::int64_t>(r.stream), kind_name(r.kind), r.start_ns,
+                            r.end_ns, r.bytes, r.correlation, r.enqueue_ns});
+  }
+  return out;
+}
+
 }  // namespace
+
+static_assert(kNoTraceCorrelation == sim::kNoCorrelation);
+
+bool TraceItem::is_copy() const noexcept {
+  return std::strcmp(kind, kind_name(sim::ItemKind::kCopy)) == 0;
+}
 
 void trace_start() {
   sim::trace_start();
 }
 
 std::vector<TraceItem> trace_stop() {
-  const std::vector<sim::TraceRecord> records = sim::trace_stop();
-  std::vector<TraceItem> out;
-  out.reserve(records.size());
-  for (const sim::TraceRecord& r : records) {
-    out.push_back(TraceItem{r.name, r.device, static_cast<std::int64_t>(r.stream), kind_name(r.kind), r.start_ns,
-                            r.end_ns, r.bytes});
-  }
-  return out;
+  return items_of(sim::trace_stop());
+}
+
+TraceRecording::TraceRecording() : session_(std::make_unique<sim::TraceSession>()) {}
+
+TraceRecording::~TraceRecording() = default;
+
+std::vector<TraceItem> TraceRecording::stop() {
+  return items_of(session_->stop());
+}
+
+std::int64_t trace_clock_ns() noexcept {
+  return sim::now_ns();
+}
+
+void set_trace_correlation(std::uint64_t tag) noexcept {
+  sim::set_trace_correlation(tag);
+}
+
+std::uint64_t trace_correlation() noexcept {
+  return sim::trace_correlation();
 }
 
 }  // namespace c10::openreg

@@ -82,7 +82,8 @@ void CopyEngine::run() {
       std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(start)) + duration);
     }
     if (trace_enabled()) {
-      trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, start, now_ns(), item.bytes});
+      trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, start, now_ns(), item.bytes,
+                    item.correlation, item.enqueue_ns});
     }
     // Dispatches the stream's next copies/events from this thread (Note [Dispatching off the
     // device]); may free the stream: touch neither afterwards.
