@@ -1,5 +1,6 @@
 """torch.compile on openreg: the Dynamo device interface and compiled graphs."""
 
+import copy
 import subprocess
 import sys
 
@@ -65,3 +66,41 @@ def test_aot_eager_fullgraph_matches_eager():
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     x = torch.randn(5, 8, device="openreg")
     torch.testing.assert_close(compiled(x).cpu(), model(x).cpu())
+
+
+def _check_inductor_train_step(model, x):
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(2):
+        out, ref_out = compiled(x), ref(x)
+        torch.testing.assert_close(out.cpu(), ref_out.cpu(), rtol=1e-4, atol=1e-4)
+        out.sum().backward()
+        ref_out.sum().backward()
+        for p, rp in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), rp.grad.cpu(), rtol=1e-4, atol=1e-4)
+        opt.step()
+        ref_opt.step()
+        opt.zero_grad()
+        ref_opt.zero_grad()
+
+
+def test_inductor_mlp_forward_backward_step():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to("openreg")
+    _check_inductor_train_step(model, torch.randn(5, 8, device="openreg"))
+
+
+def test_inductor_kernels_follow_side_stream():
+    torch.manual_seed(0)
+    f = torch.compile(lambda a: (a * 2).relu() + 1)
+    x = torch.randn(64, device="openreg")
+    f(x)
+    side = torch.openreg.Stream()
+    side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        y = torch.randn(4096, device="openreg") * 3  # queued on the side stream before the kernel
+        out = f(y)
+    torch.openreg.current_stream().wait_stream(side)
+    torch.testing.assert_close(out.cpu(), (y.cpu() * 2).relu() + 1)
