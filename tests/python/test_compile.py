@@ -104,3 +104,18 @@ def test_inductor_kernels_follow_side_stream():
         out = f(y)
     torch.openreg.current_stream().wait_stream(side)
     torch.testing.assert_close(out.cpu(), (y.cpu() * 2).relu() + 1)
+
+
+def test_inductor_lstm_forward():
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 8, batch_first=True).to("openreg")
+    x = torch.randn(2, 3, 4, device="openreg")
+    out, _ = torch.compile(lstm)(x)
+    torch.testing.assert_close(out.cpu(), lstm(x)[0].cpu(), rtol=1e-4, atol=1e-4)
+
+
+def test_inductor_dynamic_shapes():
+    f = torch.compile(lambda a: torch.tanh(a) * a.sum(), dynamic=True)
+    for n in (3, 7, 11):
+        x = torch.randn(n, device="openreg")
+        torch.testing.assert_close(f(x).cpu(), torch.tanh(x.cpu()) * x.cpu().sum(), rtol=1e-4, atol=1e-4)

@@ -57,6 +57,29 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
         return None
 
 
+def _treat_openreg_nodes_as_cpu() -> None:
+    """Makes Inductor's scheduler take its CPU paths for openreg nodes.
+
+    The scheduler gates CPU-only decisions (no loop reindexing for fusion, C++ reduction shapes) on
+    ``node.is_cpu()``; openreg kernels are C++ CPU kernels over host memory, so those paths are the
+    right ones. Without this the scheduler applies GPU (SIMD) fusion rules to C++ kernels and fails.
+    """
+    from torch._inductor import scheduler
+
+    base = scheduler.BaseSchedulerNode
+    if getattr(base.is_cpu, "_openreg", False):
+        return
+    original = base.is_cpu
+
+    def is_cpu(self: Any) -> bool:
+        device = self.get_device()
+        return original(self) or (device is not None and device.type == "openreg")
+
+    is_cpu._openreg = True  # type: ignore[attr-defined]
+    base.is_cpu = is_cpu  # type: ignore[method-assign]
+
+
 def register() -> None:
+    _treat_openreg_nodes_as_cpu()
     register_device_op_overrides("openreg", OpenRegDeviceOpOverrides())
     register_backend_for_device("openreg", CppScheduling, OpenRegPythonWrapperCodegen, CppWrapperCpu)
