@@ -44,6 +44,9 @@ def register() -> None:
         from torch_openreg import _multiprocessing
 
         _multiprocessing.register_reductions()
+        from torch_openreg import _distributed
+
+        _distributed.register()
         atexit.register(_drain_devices_at_exit)
         _registered = True
 
