@@ -88,6 +88,58 @@ class _Converter:
         return obj
 
 
+class _OpenRegWork(dist.Work):
+    """A gloo Work over CPU views that keeps the openreg tensors alive until it has been waited on.
+
+    wait() is gloo's (it raises gloo's error, e.g. a timeout naming the operation). get_future() yields
+    the openreg tensors, for DDP comm hooks.
+    """
+
+    def __init__(self, op: str, gloo_work, device: torch.device, tensors: list[torch.Tensor]) -> None:
+        super().__init__()
+        self._op = op
+        self._gloo_work = gloo_work
+        self._device = device
+        self._tensors = tensors
+        self._future = None
+
+    def wait(self, timeout=None) -> bool:
+        try:
+            if timeout is None:
+                self._gloo_work.wait()
+            else:
+                self._gloo_work.wait(timeout)
+        except RuntimeError as err:
+            # gloo names the transport step ("recv operation"); users need the collective too.
+            raise RuntimeError(f"openreg distributed {self._op} on {self._device} failed: {err}") from err
+        return True
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def is_completed(self) -> bool:
+        return self._gloo_work.is_completed()
+
+    def is_success(self) -> bool:
+        return self._gloo_work.is_success()
+
+    def exception(self):
+        return self._gloo_work.exception()
+
+    def get_future(self):
+        if self._future is None:
+            fut = torch.futures.Future(devices=[self._device])
+            # Blocks until gloo is done: gloo's own future can complete without its error.
+            try:
+                self.wait()
+            except Exception as err:  # noqa: BLE001 - handed to whoever waits on the future
+                fut.set_exception(err)
+            else:
+                fut.set_result(self._tensors)
+            self._future = fut
+        return self._future
+
+
 def _forward(name: str, gloo_name: str | None = None):
     """A group method that runs gloo's ``gloo_name`` (default: the same name) on CPU views."""
     target = gloo_name or name
@@ -110,10 +162,6 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 - c10d's name
         return BACKEND_NAME
 
-    @property
-    def group_name(self) -> str:
-        return self._gloo.group_name if hasattr(self._gloo, "group_name") else ""
-
     def _run(self, name: str, args: tuple, kwargs: dict | None = None):
         conv = _Converter(name)
         mapped = conv.map(args)
@@ -127,32 +175,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         return self._wrap(work, conv, args)
 
     def _wrap(self, work, conv: _Converter, args: tuple):
-        fut = torch.futures.Future(devices=[conv.device])
-        keep = conv.keep
-        # DDP comm hooks read the result tensors from the future: give them the openreg tensors
-        # (for all_reduce, the first argument's tensors; other collectives' values are not read).
-        result = keep
-
-        def done(f):
-            try:
-                f.wait()
-            except Exception as err:  # noqa: BLE001 - handed to whoever waits
-                fut.set_exception(err)
-                return
-            fut.set_result(result)
-
-        try:
-            gloo_fut = work.get_future()
-        except RuntimeError:
-            # Some gloo Works (reduce_scatter, ...) have no future: finish here, on the caller's thread.
-            gloo_fut = torch.futures.Future()
-            try:
-                work.wait()
-                gloo_fut.set_result(None)
-            except Exception as err:  # noqa: BLE001 - handed to whoever waits
-                gloo_fut.set_exception(err)
-        gloo_fut.add_done_callback(done)
-        return _create_work_from_future(fut)
+        return _OpenRegWork(conv.op, work, conv.device, conv.keep)
 
     allreduce = _forward("allreduce")
     allreduce_coalesced = _forward("allreduce_coalesced")
@@ -212,12 +235,16 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     monitored_barrier = _forward("monitored_barrier")
 
 
-def _create(store, rank: int, size: int, timeout: timedelta) -> ProcessGroupOpenReg:
-    return ProcessGroupOpenReg(store, rank, size, timeout)
+def _create(opts, backend_options) -> ProcessGroupOpenReg:
+    # The extended API hands us the group's name: c10d does not name a Python group it returns as the
+    # whole process group, and DeviceMesh/functional collectives resolve groups by name.
+    pg = ProcessGroupOpenReg(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    pg._set_group_name(opts.group_id)
+    return pg
 
 
 def register() -> None:
     """Registers the backend name with c10d (records a factory only)."""
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND_NAME, _create, devices=[BACKEND_NAME])
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=[BACKEND_NAME])

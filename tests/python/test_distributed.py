@@ -2,6 +2,7 @@
 
 import os
 import socket
+import time
 import traceback
 from datetime import timedelta
 
@@ -192,3 +193,44 @@ def _ddp(rank):
 
 def test_ddp_matches_single_process():
     _spawn(_ddp)
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def _mismatched(rank):
+    dev = _dev(rank)
+    torch.openreg.set_device(dev)
+    # rank 1 never joins: rank 0's collective ends in gloo's timeout error, not a hang
+    if rank == 0:
+        pg = dist.new_group([0, 1], timeout=timedelta(seconds=2))
+        with pytest.raises(RuntimeError, match="(?i)allreduce.*timed out"):
+            dist.all_reduce(torch.ones(4, device=dev), group=pg)
+    else:
+        dist.new_group([0, 1], timeout=timedelta(seconds=2))
+        time.sleep(6)  # alive but absent, so rank 0 sees gloo's timeout (not a closed connection)
+
+
+def test_missing_peer_is_a_timeout_error():
+    _spawn(_mismatched)
+
+
+# --- DTensor / FSDP2 ---------------------------------------------------------------------------
+
+
+def _dtensor_matmul(rank):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    torch.openreg.set_device(_dev(rank))
+    mesh = init_device_mesh("openreg", (WORLD,))
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 6), torch.randn(6, 4)
+    da = distribute_tensor(a.to(_dev(rank)), mesh, [Shard(0)])
+    db = distribute_tensor(b.to(_dev(rank)), mesh, [Replicate()])
+    out = (da @ db).full_tensor()
+    torch.testing.assert_close(out.cpu(), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_dtensor_matmul_on_two_device_mesh():
+    _spawn(_dtensor_matmul)
