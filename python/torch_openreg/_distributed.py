@@ -157,6 +157,8 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        # c10d keeps a group's name on its backends ("ProcessGroup name not set" without one).
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
         self._timeout = timeout
 
     def getBackendName(self) -> str:  # noqa: N802 - c10d's name
