@@ -121,8 +121,19 @@ def test_collectives_match_gloo_default_backend():
     _spawn(_basic_collectives)
 
 
-def test_collectives_with_explicit_backend_string():
-    _spawn(_basic_collectives, backend="cpu:gloo,openreg:openreg")
+def _explicit_backend(rank):
+    dev = _dev(rank)
+    cpu = torch.ones(3)
+    dist.all_reduce(cpu)
+    t = torch.ones(3, device=dev)
+    dist.all_reduce(t)
+    assert cpu.tolist() == [2.0] * 3 and t.cpu().tolist() == [2.0] * 3
+    assert dist.get_backend() is not None
+    _pipeline(rank)
+
+
+def test_explicit_backend_string_and_pipeline():
+    _spawn(_explicit_backend, backend="cpu:gloo,openreg:openreg")
 
 
 def _async_and_stream_order(rank):
@@ -151,8 +162,13 @@ def _wrong_device(rank):
     dist.barrier()
 
 
-def test_wrong_device_is_a_clear_error():
-    _spawn(_wrong_device)
+def _wrong_device_then_dtensor(rank):
+    _wrong_device(rank)
+    _dtensor_matmul(rank)
+
+
+def test_wrong_device_is_a_clear_error_and_dtensor_matmul():
+    _spawn(_wrong_device_then_dtensor)
 
 
 # --- DDP ---------------------------------------------------------------------------------------
@@ -232,8 +248,7 @@ def _dtensor_matmul(rank):
     torch.testing.assert_close(out.cpu(), a @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_dtensor_matmul_on_two_device_mesh():
-    _spawn(_dtensor_matmul)
+
 
 
 def _fsdp2(rank):
@@ -285,5 +300,4 @@ def _pipeline(rank):
         torch.testing.assert_close(out.detach().cpu(), expect, rtol=1e-5, atol=1e-6)
 
 
-def test_two_stage_pipeline_send_recv():
-    _spawn(_pipeline)
+
