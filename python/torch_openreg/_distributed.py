@@ -88,6 +88,11 @@ class _Converter:
         return obj
 
 
+def _is_avg(opts) -> bool:
+    op = getattr(opts, "reduceOp", None)
+    return op is not None and op == dist.ReduceOp.AVG
+
+
 class _OpenRegWork(dist.Work):
     """A gloo Work over CPU views that keeps the openreg tensors alive until it has been waited on.
 
@@ -165,6 +170,27 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         return BACKEND_NAME
 
     def _run(self, name: str, args: tuple, kwargs: dict | None = None):
+        if name in ("allreduce", "_reduce_scatter_base") and len(args) == 2 and _is_avg(args[1]):
+            return self._run_avg(name, args)
+        return self._run_op(name, args, kwargs)
+
+    def _run_avg(self, name: str, args: tuple):
+        # gloo has no AVG: SUM, then divide the result in place once it is there (NCCL computes AVG
+        # itself). Waits for the collective on the caller's thread.
+        opts = type(args[1])()
+        opts.reduceOp = dist.ReduceOp.SUM
+        opts.timeout = args[1].timeout
+        work = self._run_op(name, (args[0], opts))
+        work.wait()
+        outputs = args[0] if name == "allreduce" else [args[0]]
+        for t in outputs:
+            if t.is_floating_point() or t.is_complex():
+                t.div_(self.size())
+            else:
+                t.floor_divide_(self.size())
+        return work
+
+    def _run_op(self, name: str, args: tuple, kwargs: dict | None = None):
         conv = _Converter(name)
         mapped = conv.map(args)
         mapped_kwargs = {k: conv.map(v) for k, v in (kwargs or {}).items()}
