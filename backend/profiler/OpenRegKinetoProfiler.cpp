@@ -13,6 +13,12 @@
 // a GenericTraceActivity linked to that CPU op, which gives the Chrome trace its flow arrows and
 // key_averages() its device time (torch maps CONCURRENT_KERNEL / GPU_MEMCPY activities to the PrivateUse1 device).
 //
+// User annotations: as CUPTI does for CUDA, a record_function range also appears on the device, as a
+// GPU_USER_ANNOTATION activity on each stream lane that ran work issued inside it, spanning that work.
+// torch announces a range with pushUserCorrelationId (not pushCorrelationId); each thread keeps its
+// open ranges, and the session records, for every op and range, the innermost range around it, so
+// processTrace() can walk from a device item's issuing op up through every enclosing range.
+//
 // Lanes: pid = device index, tid = the stream's sim id, named "stream <id>" as CUDA's are.
 // Flow arrows: as CUDA's go from cudaLaunchKernel to the kernel, ours go from an "openregLaunch"
 // runtime event (on the issuing thread, at the enqueue) to the device item.
@@ -24,8 +30,12 @@
 #include <libkineto.h>     // CpuTraceBuffer (complete, for the unique_ptr in getTraceBuffer)
 #include <output_base.h>  // ActivityLogger
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <tuple>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -45,6 +55,8 @@ using libkineto::ActivityType;
 // Per thread: the tags that pushCorrelationId replaced, so popCorrelationId restores the enclosing
 // op's tag (ops nest: an op's CPU kernel may call other ops).
 thread_local std::vector<std::uint64_t> tl_saved_tags;
+// Per thread: the correlation ids of the record_function ranges open on it, innermost last.
+thread_local std::vector<std::uint64_t> tl_user_ranges;
 
 // The name of the host-side launch event of a device item (Note [Kineto plugin]).
 const std::string kLaunchName = "openregLaunch";
@@ -68,6 +80,10 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
   void start() override {
     std::lock_guard lock(mutex_);
     session_ = std::make_unique<TraceRecording>();
+    {
+      std::lock_guard parents_lock(parents_mutex_);
+      parents_.clear();
+    }
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
@@ -128,6 +144,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
       }
       logger.handleGenericActivity(*a);
     }
+    if (linked_activity) log_user_annotations(logger, linked_activity, offset);
     resources_.clear();
     for (const auto& [device, stream] : lanes) {
       resources_.push_back(libkineto::ResourceInfo{static_cast<int64_t>(stream), static_cast<int64_t>(stream), device,
@@ -148,6 +165,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
   void pushCorrelationId(uint64_t id) override {
     tl_saved_tags.push_back(trace_correlation());
     set_trace_correlation(id);
+    note_enclosing_range(id);
   }
 
   void popCorrelationId() override {
@@ -156,7 +174,61 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     tl_saved_tags.pop_back();
   }
 
+  void pushUserCorrelationId(uint64_t id) override {
+    note_enclosing_range(id);
+    tl_user_ranges.push_back(id);
+  }
+
+  void popUserCorrelationId() override {
+    if (!tl_user_ranges.empty()) tl_user_ranges.pop_back();
+  }
+
  private:
+  // One GPU_USER_ANNOTATION per (record_function range, device, stream) that ran work issued inside the
+  // range, spanning that work (Note [Kineto plugin]).
+  void log_user_annotations(libkineto::ActivityLogger& logger, const libkineto::getLinkedActivityCallback& linked_activity,
+                            std::int64_t offset) {
+    std::unordered_map<std::uint64_t, std::uint64_t> parents;
+    {
+      std::lock_guard lock(parents_mutex_);
+      parents = parents_;
+    }
+    using Lane = std::tuple<std::uint64_t, int, std::int64_t>;  // (range's correlation, device, stream)
+    std::map<Lane, std::pair<std::int64_t, std::int64_t>> spans;
+    for (const TraceItem& r : records_) {
+      // Ranges nest a handful deep; the bound only guards against a cycle from a reused id.
+      auto it = parents.find(r.correlation);
+      for (int depth = 0; it != parents.end() && depth < 64; ++depth, it = parents.find(it->second)) {
+        const libkineto::ITraceActivity* range = linked_activity(static_cast<int32_t>(it->second));
+        if (range == nullptr || range->type() != ActivityType::USER_ANNOTATION) continue;
+        auto [span, fresh] = spans.try_emplace(Lane{it->second, r.device, r.stream}, r.start_ns, r.end_ns);
+        if (!fresh) span->second = {std::min(span->second.first, r.start_ns), std::max(span->second.second, r.end_ns)};
+      }
+    }
+    for (const auto& [lane, span] : spans) {
+      const auto& [correlation, device, stream] = lane;
+      const libkineto::ITraceActivity* range = linked_activity(static_cast<int32_t>(correlation));
+      auto& a = activities_.emplace_back(std::make_unique<libkineto::GenericTraceActivity>(
+          span_, ActivityType::GPU_USER_ANNOTATION, range->name()));
+      a->startTime = span.first + offset;
+      a->endTime = span.second + offset;
+      a->device = device;
+      a->resource = static_cast<int32_t>(stream);
+      a->id = static_cast<int32_t>(correlation);
+      a->linked = range;
+      logger.handleGenericActivity(*a);
+    }
+  }
+
+  void note_enclosing_range(std::uint64_t id) {
+    if (tl_user_ranges.empty()) return;
+    std::lock_guard lock(parents_mutex_);
+    parents_.emplace(id, tl_user_ranges.back());
+  }
+
+  std::mutex parents_mutex_;  // pushCorrelationId runs on every profiled op's thread
+  std::unordered_map<std::uint64_t, std::uint64_t> parents_;  // op or range -> innermost range around it
+
   std::mutex mutex_;  // start/stop/processTrace come from the profiler's thread; guards everything below
   std::unique_ptr<TraceRecording> session_;
   std::vector<TraceItem> records_;

@@ -164,3 +164,27 @@ def test_cpu_only_profile_records_no_device_activity():
         torch.openreg.synchronize()
     assert not _device_events(prof)
     assert any(e.name == "aten::exp" for e in prof.events())
+
+
+def test_record_function_range_appears_on_the_device_lanes_of_its_work(tmp_path):
+    x = torch.randn(64, 64, device="openreg:1")
+    side = torch.openreg.Stream(device="openreg:1")
+    torch.openreg.synchronize(1)
+    with profile(activities=ACTIVITIES) as prof:
+        with record_function("outer_block"):
+            y = x.mm(x)
+            with torch.openreg.stream(side):
+                z = x.neg()
+        x.relu()  # outside the range: not part of its device span
+        torch.openreg.synchronize(1)
+    events = _chrome(prof, tmp_path)
+    ranges = [e for e in events if e.get("cat") == "gpu_user_annotation" and e["name"] == "outer_block"]
+    lanes = {(e["pid"], e["tid"]) for e in ranges}
+    default_id = torch.openreg.default_stream(1).stream_id
+    assert lanes == {(1, default_id), (1, side.stream_id)}, ranges
+    kernels = {e["name"].split(" ")[0]: e for e in events if e.get("cat") == "kernel"}
+    on_default = next(e for e in ranges if e["tid"] == default_id)
+    mm, relu = kernels["aten::mm"], kernels["aten::relu"]
+    assert on_default["ts"] <= mm["ts"] and mm["ts"] + mm["dur"] <= on_default["ts"] + on_default["dur"] + 1
+    assert relu["ts"] >= on_default["ts"] + on_default["dur"] - 1
+    assert torch.equal(z.cpu(), -x.cpu()) and y.shape == (64, 64)
