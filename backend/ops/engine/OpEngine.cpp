@@ -48,6 +48,8 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <string>
+#include <string_view>
 
 namespace at::openreg {
 namespace {
@@ -132,6 +134,12 @@ void execute_op(const c10::OperatorHandle& op, Stack* stack) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&openreg_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (std::string_view name : ops_run_functionally()) {
+    m.impl(std::string(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&openreg_fallback>());
+  }
 }
 
 }  // namespace at::openreg

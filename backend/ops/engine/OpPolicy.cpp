@@ -16,6 +16,7 @@ enum class Rule : std::uint8_t {
   kShapePassDisagreesUnlessArg,
   kMakesQuantized,
   kMakesSparse,
+  kFunctionalKernel,
 };
 
 struct PolicyEntry {
@@ -74,6 +75,14 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::_to_sparse", Rule::kMakesSparse},
     {"aten::_sparse_", Rule::kMakesSparse},
     {"aten::sparse_", Rule::kMakesSparse},
+    // Structured ops without a kernel of ours reach the device through PyTorch's
+    // CompositeExplicitAutogradNonFunctional wrapper, which calls the out= kernel with an output of the
+    // final (reduced) shape. These ops' out= kernels first resize it to the unreduced shape, which
+    // warns that "an output with one or more elements was resized" on the first call of each shape,
+    // a warning CPU and CUDA never give (they call their functional kernels). Registered with the
+    // engine for their functional overload, so the engine runs them as CPU does.
+    {"aten::mse_loss", Rule::kFunctionalKernel},
+    {"aten::smooth_l1_loss", Rule::kFunctionalKernel},
 };
 
 // CPU's kernels reject writes that partially overlap an input or that land twice on one element
@@ -132,9 +141,19 @@ OpPolicy policy_of(const c10::OperatorHandle& op) {
       case Rule::kMakesSparse:
         policy.makes_sparse = true;
         break;
+      case Rule::kFunctionalKernel:
+        break;  // a registration, not a per-call rule (ops_run_functionally)
     }
   }
   return policy;
+}
+
+std::vector<std::string_view> ops_run_functionally() {
+  std::vector<std::string_view> names;
+  for (const auto& entry : kOpPolicies) {
+    if (entry.rule == Rule::kFunctionalKernel) names.push_back(entry.op.substr(entry.op.find("::") + 2));
+  }
+  return names;
 }
 
 bool takes_sync_path(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {

@@ -10,11 +10,17 @@
 //    norm outside training returns empty saved statistics on CPU, its Meta kernel sizes them).
 //  - kMakesQuantized / kMakesSparse (matched by name prefix): the op turns dense tensors into quantized
 //    or sparse ones, which openreg does not have: refused at the call (OpCoverage.h).
+//  - kFunctionalKernel: the engine registers the op's functional overload itself, so the op does not
+//    reach the device through PyTorch's composite of its out= kernel (which differs from CPU: a
+//    spurious resize warning); see the table.
 // This header also decides, per call, which path a call takes (takes_sync_path).
 //
 // Thread-safety: all functions are pure; callable from any thread.
 
 #include "backend/ops/engine/OpPlan.h"
+
+#include <string_view>
+#include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
@@ -33,6 +39,10 @@ struct OpPolicy {
 
 //! The policy of `op` (its schema tags and the table).
 OpPolicy policy_of(const c10::OperatorHandle& op);
+
+//! aten operators (names without "aten::") whose functional overload the engine registers for itself
+//! instead of reaching it through PyTorch's composite of the out= kernel (Rule::kFunctionalKernel).
+std::vector<std::string_view> ops_run_functionally();
 
 //! Whether this call must take the sync path: the plan says so, the shape pass disagrees with CPU for
 //! these arguments, or the call's written tensors overlap inputs in ways CPU's kernels decide.
