@@ -12,7 +12,7 @@ SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CCACHE_BASEDIR   ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= true
 
-APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev clang-tidy
+APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev clang-tidy valgrind
 PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest ruff mypy
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
@@ -88,9 +88,11 @@ lint-cpp: deps $(BUILD_DIR)/build.ninja
 	  { echo "lint-cpp: clang-tidy found problems"; exit 1; }
 
 # The main job: autoload, data-parallel training over two devices vs the CPU, the stream-overlap
-# benchmark and device timelines (bench/python/demo.py).
+# benchmark and device timelines (bench/python/demo.py), then DDP over two processes beside one
+# process (bench/python/demo_ddp.py).
 demo: build
 	$(PYTHON) bench/python/demo.py
+	$(PYTHON) bench/python/demo_ddp.py
 
 # The sim layer alone: two streams overlapping and a bandwidth-limited copy, timed with events.
 sim-demo: build
@@ -105,6 +107,11 @@ bench: build
 	$(PYTHON) bench/python/overlap_bench.py --out $(RESULTS_DIR)/overlap_bench.json
 	$(PYTHON) bench/python/ops_bench.py --out $(RESULTS_DIR)/ops_bench.json
 	$(PYTHON) bench/python/trace_overhead_bench.py --out $(RESULTS_DIR)/trace_overhead.json
+	$(PYTHON) bench/python/default_config_bench.py --out $(RESULTS_DIR)/default_config_bench.json
+	$(PYTHON) bench/python/memory_bench.py --out $(RESULTS_DIR)/memory_bench.json
+	$(PYTHON) bench/python/host_path_callgrind.py --out $(RESULTS_DIR)/host_path_callgrind.json
+	$(PYTHON) bench/python/compile_bench.py --json $(RESULTS_DIR)/compile_bench.json
+	$(PYTHON) bench/python/allreduce_bench.py --json $(RESULTS_DIR)/allreduce_bench.json
 
 # The long concurrency stress run (make test runs a short one).
 stress: build
