@@ -46,7 +46,8 @@ def test_kernels_and_copies_on_their_device_and_stream_lanes(tmp_path):
     for e in kernels + copies:
         assert e["dur"] >= 0
     # Lanes are named like CUDA's.
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    names = {(e["pid"], e["tid"]): e["args"]["name"]
+             for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     assert names[(1, side.stream_id)] == f"stream {side.stream_id}"
     assert torch.equal(y.cpu(), x.cpu() * 2)
 
