@@ -8,6 +8,7 @@
 // Byte copies need both sides dense with the same layout, dtype and conj/neg bits; anything else is
 // staged (host temporaries for conversions, device kernels for strided gathers/scatters).
 
+#include "backend/sanitizer/Sanitizer.h"
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegSyncDebug.h"
@@ -210,6 +211,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   at::assert_no_internal_overlap(dst);
   // copy_ broadcasts the source to the destination's shape.
   const at::Tensor from = src.sizes() == dst.sizes() ? src : src.expand_as(dst);
+  ::openreg::sanitizer::on_copy(from, dst, non_blocking);
   if (is_openreg(dst) && from.device().is_cpu()) {
     copy_host_to_device(from, dst, non_blocking);
   } else if (is_openreg(from) && dst.device().is_cpu()) {

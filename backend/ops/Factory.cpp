@@ -1,6 +1,7 @@
 // Factory kernels for openreg: empty / empty_strided allocate through the caching device allocator on
 // the requested device; fill_ is enqueued on the current stream like any kernel.
 
+#include "backend/sanitizer/Sanitizer.h"
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/ops/ExecuteAliases.h"
@@ -61,6 +62,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
     return self;
   }
   const c10::DeviceIndex index = self.device().index();
+  ::openreg::sanitizer::on_tensor("aten::fill_.Scalar", self, /*write=*/true);
   auto& stream = c10::openreg::current_sim_stream(index);
   const int threads = stream.device().compute_threads();
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,

@@ -26,6 +26,7 @@
 // their seed at enqueue time] in OpenRegGenerator.h) and their kernel runs with a CPU generator seeded
 // with it.
 
+#include "backend/sanitizer/Sanitizer.h"
 #include "backend/OpenRegGenerator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegSyncDebug.h"
@@ -691,12 +692,15 @@ void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const ExecutePlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
   check_op_coverage(op, plan, args);  // before anything is queued
+  ::openreg::sanitizer::on_op(op, args, plan);
   const c10::DeviceIndex device = device_of_op(plan, args);
   if (!plan.sync_only && !needs_cpu_overlap_rules(plan, args) && !meta_disagrees_with_cpu(plan, args) &&
       run_async(op, plan, stack, device)) {
+    ::openreg::sanitizer::on_outputs(op, torch::jit::last(*stack, op.schema().returns().size()));
     return;
   }
   run_sync(op, plan, stack, device);
+  ::openreg::sanitizer::on_outputs(op, torch::jit::last(*stack, op.schema().returns().size()));
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
