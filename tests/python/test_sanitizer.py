@@ -51,6 +51,14 @@ RACES = {
         with side:
             b = a.sum()
         """, ["aten::sum", "aten::mul_"]),
+    "freed_without_record_stream_and_reused": ("""
+        x = torch.ones(1 << 16, device="openreg")
+        torch.accelerator.synchronize()
+        with side:
+            y = x * 2
+        del x
+        z = torch.empty(1 << 16, device="openreg").fill_(5)
+        """, ["write by aten::fill_", "read by aten::mul"]),
     "cross_device_copy_without_ordering": ("""
         a = torch.ones(1000, device="openreg:0")
         torch.accelerator.synchronize()
