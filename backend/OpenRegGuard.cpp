@@ -3,6 +3,7 @@
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegSyncDebug.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -98,6 +99,7 @@ void OpenRegGuardImpl::synchronizeStream(const c10::Stream& stream) const {
   const OpenRegStream s(stream);
   warn_or_error_on_sync();  // torch.cuda flags Stream.synchronize (Note [Sync debug mode])
   s.synchronize();
+  ::openreg::sanitizer::on_stream_sync(stream);
 }
 
 bool OpenRegGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
@@ -106,6 +108,7 @@ bool OpenRegGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
 
 void OpenRegGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {
   synchronize_device(resolve(device_index));
+  ::openreg::sanitizer::on_device_sync(resolve(device_index));
 }
 
 void OpenRegGuardImpl::record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -123,6 +126,7 @@ void OpenRegGuardImpl::record(void** event, const c10::Stream& stream, const c10
     *event = handle.release();  // owned by the caller until destroyEvent
   }
   translate_sim_errors([&] { s.sim().record(static_cast<OpenRegEventHandle*>(*event)->event); });
+  ::openreg::sanitizer::on_event_record(*event, stream);
 }
 
 void OpenRegGuardImpl::block(void* event, const c10::Stream& stream) const {
@@ -131,6 +135,7 @@ void OpenRegGuardImpl::block(void* event, const c10::Stream& stream) const {
   }
   const OpenRegStream s(stream);
   translate_sim_errors([&] { s.sim().wait(static_cast<OpenRegEventHandle*>(event)->event); });
+  ::openreg::sanitizer::on_event_wait(event, stream);
 }
 
 bool OpenRegGuardImpl::queryEvent(void* event) const {
@@ -145,6 +150,7 @@ void OpenRegGuardImpl::synchronizeEvent(void* event) const {
     return;
   }
   translate_sim_errors([&] { event_of(event).synchronize(); });
+  ::openreg::sanitizer::on_event_sync(event);
 }
 
 double OpenRegGuardImpl::elapsedTime(void* event1, void* event2, const c10::DeviceIndex /*device_index*/) const {

@@ -13,6 +13,7 @@
 #include "backend/OpenRegSyncDebug.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
@@ -207,6 +208,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   at::assert_no_internal_overlap(dst);
   // copy_ broadcasts the source to the destination's shape.
   const at::Tensor from = src.sizes() == dst.sizes() ? src : src.expand_as(dst);
+  ::openreg::sanitizer::on_copy(from, dst, non_blocking);
   if (is_openreg(dst) && from.device().is_cpu()) {
     copy_host_to_device(from, dst, non_blocking);
   } else if (is_openreg(from) && dst.device().is_cpu()) {

@@ -5,6 +5,7 @@
 #include "backend/OpenRegRuntime.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
@@ -64,6 +65,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) {
     return self;
   }
+  ::openreg::sanitizer::on_tensor("aten::fill_.Scalar", self, /*write=*/true);
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
   // t_, set_) cannot change what the pending kernel writes. The item owns the alias only, neither
   // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp).

@@ -41,6 +41,7 @@
 #include "backend/ops/engine/OpEngine.h"
 #include "backend/ops/engine/OpPlan.h"
 #include "backend/ops/engine/OpPolicy.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -127,9 +128,10 @@ void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const OpPlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
   check_op_coverage(op, plan, args);  // before anything is queued
+  ::openreg::sanitizer::on_op(op, args, plan);
   const c10::DeviceIndex device = device_of_op(plan, args);
-  if (!takes_sync_path(plan, args) && run_async(op, plan, stack, device)) return;
-  run_sync(op, plan, stack, device);
+  if (takes_sync_path(plan, args) || !run_async(op, plan, stack, device)) run_sync(op, plan, stack, device);
+  ::openreg::sanitizer::on_outputs(op, torch::jit::last(*stack, op.schema().returns().size()));
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -1,0 +1,122 @@
+#pragma once
+// Stream race checker: vector clocks over streams and host threads, accesses tracked by device
+// byte ranges. Torch-free so it is unit-testable on its own; the backend hooks feed it.
+//
+// Note [Stream race checker model]
+// Every actor (a stream (device, id) or a host thread) owns a vector clock. An op issued by host
+// thread H on stream S first joins H's clock into S (host program order: whatever H observed before
+// issuing is ordered before the op), then ticks S; the access is stamped (S, S[S]). Event record
+// snapshots S's clock, event wait joins the snapshot into the waiting stream, and host
+// synchronizations (stream/event/device synchronize, blocking copies) join the stream's clock into
+// the host thread. A prior access (A, e) happens-before the current one on S iff S.clock[A] >= e.
+// Accesses are checked when the op is ISSUED, so a report never depends on timing.
+// Accesses are keyed by (device, byte address), not by tensor: a block reused by the caching
+// allocator carries the history of its previous owner, minus what the allocator's own ordering
+// covers (free_block), so a missing record_stream shows up as a race on the reused bytes.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace openreg::sanitizer {
+
+// Where an access was issued (e.g. a captured Python stack); symbolized only when a race is reported.
+struct IssueContext {
+  virtual ~IssueContext() = default;
+  virtual std::string describe() const = 0;
+};
+
+struct StreamId {
+  int device = 0;
+  int64_t id = 0;
+  auto operator<=>(const StreamId&) const = default;
+};
+
+enum class AccessKind { Read, Write };
+
+// What the caller knows about one access of an op.
+struct AccessInfo {
+  std::string op;      // e.g. "aten::add.out"
+  std::string tensor;  // e.g. "float32[4, 4]"
+  std::shared_ptr<const IssueContext> context;  // may be null
+};
+
+struct RaceReport {
+  std::string message;
+};
+
+// Thrown (in Raise mode) by the access that completes a race; message names both accesses.
+class StreamRaceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class RaceChecker {
+ public:
+  enum class Mode { Raise, Record };
+  explicit RaceChecker(Mode mode = Mode::Raise) : mode_(mode) {}
+
+  // One op's access of bytes [begin, end) on `device`, issued by host thread `host` on `stream`.
+  // Accesses of one op need no grouping: a stream is always ordered with itself.
+  void access(uint64_t host, StreamId stream, int device, uint64_t begin, uint64_t end,
+              AccessKind kind, const AccessInfo& info);
+
+  void record_event(uint64_t event, StreamId stream);
+  void wait_event(uint64_t event, StreamId stream);   // no-op for a never-recorded event (as CUDA)
+  void wait_stream(StreamId waiter, StreamId waited);  // record + wait on a fresh event
+  void synchronize_stream(uint64_t host, StreamId stream);
+  void synchronize_event(uint64_t host, uint64_t event);
+  void synchronize_device(uint64_t host, int device);  // every stream of `device` seen so far
+  // The allocator made [begin, end) free: it was allocated on `alloc_stream` and record_stream'd on
+  // `recorded`; reuse is ordered after those streams' work at this point (the allocator waits on
+  // events recorded now), so history covered by that is dropped and the rest stays to be checked.
+  void free_block(int device, uint64_t begin, uint64_t end, StreamId alloc_stream,
+                  const std::vector<StreamId>& recorded);
+
+  std::vector<RaceReport> reports() const;
+  size_t report_count() const;
+
+ private:
+  using Clock = std::vector<uint64_t>;  // indexed by actor index
+  struct Stamp {
+    size_t actor = 0;
+    uint64_t epoch = 0;
+    AccessInfo info;
+    uint64_t begin = 0, end = 0;  // the op's whole range, for the report
+  };
+  struct Segment {
+    uint64_t end = 0;
+    bool has_write = false;
+    Stamp write;
+    std::vector<Stamp> reads;  // at most one per actor (a later read covers an earlier one)
+  };
+  struct Actor {
+    std::string name;
+    Clock clock;
+  };
+
+  size_t stream_actor(StreamId s);
+  size_t host_actor(uint64_t host);
+  static void join(Clock& into, const Clock& from);
+  static bool ordered(const Clock& c, const Stamp& prior) {
+    return prior.actor < c.size() && c[prior.actor] >= prior.epoch;
+  }
+  void split_at(std::map<uint64_t, Segment>& segs, uint64_t at);
+  std::string describe(const Stamp& s, AccessKind kind, int device) const;
+  void race(const Stamp& prior, AccessKind prior_kind, const Stamp& now, AccessKind now_kind,
+            int device);
+
+  Mode mode_;
+  mutable std::mutex mu_;  // the checker is only fed when enabled; one lock keeps it simple
+  std::vector<Actor> actors_;
+  std::map<StreamId, size_t> streams_;
+  std::map<uint64_t, size_t> hosts_;
+  std::map<uint64_t, Clock> events_;
+  std::map<int, std::map<uint64_t, Segment>> memory_;  // device -> start -> non-overlapping segment
+  std::vector<RaceReport> reports_;
+};
+
+}  // namespace openreg::sanitizer
