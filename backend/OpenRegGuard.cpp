@@ -108,7 +108,6 @@ bool OpenRegGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
 
 void OpenRegGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {
   synchronize_device(resolve(device_index));
-  ::openreg::sanitizer::on_device_sync(resolve(device_index));
 }
 
 void OpenRegGuardImpl::record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,

@@ -2,6 +2,7 @@
 
 #include "backend/OpenRegFork.h"
 #include "backend/OpenRegStream.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -268,6 +269,7 @@ sim::Stream& current_sim_stream(c10::DeviceIndex index) {
 void synchronize_device(c10::DeviceIndex index) {
   sim::Device& device = sim_device(index);
   translate_sim_errors([&] { device.synchronize(); });
+  ::openreg::sanitizer::on_device_sync(index);  // every path to a device synchronize comes here
 }
 
 std::uint64_t device_busy_time_ns(c10::DeviceIndex index) {

@@ -15,8 +15,13 @@ side = torch.Stream(device="openreg")
 """
 
 
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def run(body, mode="1"):
-    env = dict(os.environ, OPENREG_SANITIZER=mode)
+    # tests/ on the path: correct programs include the project's own workloads (tests/support).
+    path = os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, OPENREG_SANITIZER=mode, PYTHONPATH=path)
     code = PRELUDE + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
@@ -114,6 +119,24 @@ CORRECT = {
             y = torch.ones(10, device="openreg") * 3
         torch.accelerator.synchronize()
         print((y + 1).sum().item())
+        """,
+    "record_stream_then_reuse": """
+        x = torch.ones(1 << 16, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+        x.record_stream(side)
+        del x
+        z = torch.empty(1 << 16, device="openreg").fill_(5)
+        cur().wait_stream(side)
+        print(y.sum().item(), z.sum().item())
+        """,
+    "project_workloads_one_device_and_data_parallel": """
+        from support import workloads
+        x, y = workloads.make_data(seed=0, samples=256)
+        m = workloads.make_model(seed=0)
+        print(workloads.train_single(m, x, y, "openreg:0", epochs=2, batch=64).losses)
+        print(workloads.train_data_parallel(m, x, y, ["openreg:0", "openreg:1"], epochs=2, batch=64).losses)
         """,
     "training_loop": """
         m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).to("openreg")
