@@ -9,6 +9,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 
 #include "backend/OpenRegRuntime.h"
 #include "backend/sanitizer/RaceChecker.h"
@@ -20,6 +21,8 @@ std::atomic<bool> g_enabled{false};
 namespace {
 
 constexpr const char* kVar = "OPENREG_SANITIZER";
+// The error code of the torch.AcceleratorError a race raises, and the exit status of report mode.
+constexpr int32_t kStreamRaceErrorCode = 66;
 std::atomic<int> g_mode{-1};  // -1: not decided yet
 
 int parse_env() {
@@ -43,7 +46,7 @@ void summary_at_exit() {
   std::fprintf(stderr, "openreg sanitizer: %zu stream race(s) found\n", n);
   for (const auto& r : checker().reports()) std::fprintf(stderr, "%s\n\n", r.message.c_str());
   std::fflush(stderr);
-  std::_Exit(66);
+  std::_Exit(kStreamRaceErrorCode);
 }
 
 uint64_t host_id() { return std::hash<std::thread::id>{}(std::this_thread::get_id()); }
@@ -56,8 +59,42 @@ void checked(F&& f) {
   try {
     f();
   } catch (const StreamRaceError& e) {
-    TORCH_CHECK(false, "openreg sanitizer: ", e.what());
+    // torch.AcceleratorError in Python (a RuntimeError, as torch.cuda's device errors are), with
+    // error_code kStreamRaceErrorCode, so a test or CI step can tell a race from other failures.
+    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kStreamRaceErrorCode,
+                                std::string("openreg sanitizer: ") + e.what());
   }
+}
+
+// Where an op was issued: the Python stack of the issuing thread, gathered cheaply when the op is
+// issued (code objects and instruction offsets, as the memory history's stacks are) and turned into
+// file:line text only if the op takes part in a race.
+class PythonStack final : public IssueContext {
+ public:
+  explicit PythonStack(std::shared_ptr<torch::CapturedTraceback> tb) : tb_(std::move(tb)) {}
+
+  std::string describe() const override {
+    const torch::SymbolizedTracebacks s = torch::symbolize({tb_.get()});
+    std::string text;
+    if (s.tracebacks.empty()) return text;
+    // Innermost frame first, as Python prints the innermost call last: print outermost first.
+    const auto& frames = s.tracebacks[0];
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+      const auto& f = s.all_frames[*it];
+      text += "    " + f.filename + ":" + std::to_string(f.lineno) + " in " + f.funcname + "\n";
+    }
+    return text;
+  }
+
+ private:
+  std::shared_ptr<torch::CapturedTraceback> tb_;
+};
+
+// The issuing thread's Python stack; null on threads that run no Python (C++ programs, device threads).
+std::shared_ptr<const IssueContext> issue_context() {
+  auto tb = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+  if (!tb) return nullptr;
+  return std::make_shared<PythonStack>(std::move(tb));
 }
 
 std::string describe(const at::Tensor& t) {
@@ -66,7 +103,8 @@ std::string describe(const at::Tensor& t) {
   return s + "]";
 }
 
-void access(const std::string& op, const at::Tensor& t, bool write) {
+void access(const std::string& op, const at::Tensor& t, bool write,
+            const std::shared_ptr<const IssueContext>& context = issue_context()) {
   if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 || !t.has_storage()) return;
   if (t.numel() == 0 || t.data_ptr() == nullptr) return;
   // Extent of the view: from its first element to one past its furthest element.
@@ -78,16 +116,16 @@ void access(const std::string& op, const at::Tensor& t, bool write) {
   c10::Stream s = c10::openreg::current_stream(t.device().index());
   checked([&] {
     checker().access(host_id(), id_of(s), t.device().index(), begin, end,
-                     write ? AccessKind::Write : AccessKind::Read, {op, describe(t), nullptr});
+                     write ? AccessKind::Write : AccessKind::Read, {op, describe(t), context});
   });
 }
 
-void visit(const std::string& op, const c10::IValue& v, bool write) {
+void visit(const std::string& op, const c10::IValue& v, bool write, const std::shared_ptr<const IssueContext>& context) {
   if (v.isTensor()) {
-    access(op, v.toTensor(), write);
+    access(op, v.toTensor(), write, context);
   } else if (v.isList()) {
     for (const auto& e : v.toListRef())
-      if (e.isTensor()) access(op, e.toTensor(), write);
+      if (e.isTensor()) access(op, e.toTensor(), write, context);
   }
 }
 
@@ -118,23 +156,26 @@ namespace detail {
 
 void op(const c10::OperatorHandle& o, c10::ArrayRef<c10::IValue> args, const std::vector<bool>& written) {
   const std::string name = o.schema().operator_name().name + (o.schema().overload_name().empty() ? "" : "." + o.schema().overload_name());
+  const auto context = issue_context();  // one stack for all of the op's accesses
   // Reads first: an in-place op reads and writes its self, and its stream is ordered with itself.
   for (size_t i = 0; i < args.size(); ++i)
-    if (i >= written.size() || !written[i]) visit(name, args[i], false);
+    if (i >= written.size() || !written[i]) visit(name, args[i], false, context);
   for (size_t i = 0; i < args.size() && i < written.size(); ++i)
-    if (written[i]) visit(name, args[i], true);
+    if (written[i]) visit(name, args[i], true, context);
 }
 
 void outputs(const c10::OperatorHandle& o, c10::ArrayRef<c10::IValue> outs) {
   const std::string name = o.schema().operator_name().name;
-  for (const auto& v : outs) visit(name, v, true);
+  const auto context = issue_context();
+  for (const auto& v : outs) visit(name, v, true, context);
 }
 
 void tensor(const char* op, const at::Tensor& t, bool write) { access(op, t, write); }
 
 void copy(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  access("aten::copy_", src, /*write=*/false);
-  access("aten::copy_", dst, /*write=*/true);
+  const auto context = issue_context();
+  access("aten::copy_", src, /*write=*/false, context);
+  access("aten::copy_", dst, /*write=*/true, context);
   // A blocking copy between host and device returns after the device stream reached it: the host
   // thread is then ordered after that stream's work (as after a stream synchronize).
   if (non_blocking) return;
@@ -152,6 +193,15 @@ void event_wait(const void* e, const c10::Stream& s) {
 void event_sync(const void* e) { checker().synchronize_event(host_id(), reinterpret_cast<uint64_t>(e)); }
 void stream_sync(const c10::Stream& s) { checker().synchronize_stream(host_id(), id_of(s)); }
 void device_sync(c10::DeviceIndex d) { checker().synchronize_device(host_id(), d); }
+
+void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
+                 const std::vector<std::int64_t>& recorded_streams) {
+  std::vector<StreamId> recorded;
+  recorded.reserve(recorded_streams.size());
+  for (std::int64_t id : recorded_streams) recorded.push_back({device, id});
+  const auto begin = reinterpret_cast<uint64_t>(ptr);
+  checker().free_block(device, begin, begin + size, {device, alloc_stream}, recorded);
+}
 
 }  // namespace detail
 }  // namespace openreg::sanitizer

@@ -3,6 +3,9 @@
 // model] in RaceChecker.h). Each hook is one call; when the checker is off it costs one relaxed load
 // and a branch (relaxed: enabling happens before first use, so no ordering with other data is needed).
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/Tensor.h>
@@ -30,6 +33,8 @@ void event_wait(const void* event, const c10::Stream& s);
 void event_sync(const void* event);
 void stream_sync(const c10::Stream& s);
 void device_sync(c10::DeviceIndex d);
+void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
+                 const std::vector<std::int64_t>& recorded_streams);
 }  // namespace detail
 
 // One-line hooks.
@@ -59,5 +64,11 @@ inline void on_event_wait(const void* e, const c10::Stream& s) { if (enabled()) 
 inline void on_event_sync(const void* e) { if (enabled()) detail::event_sync(e); }
 inline void on_stream_sync(const c10::Stream& s) { if (enabled()) detail::stream_sync(s); }
 inline void on_device_sync(c10::DeviceIndex d) { if (enabled()) detail::device_sync(d); }
+// The caching allocator freed a block of `device` allocated on stream `alloc_stream` and used (by
+// record_stream) on `recorded_streams`: its reuse is ordered after their work up to now.
+inline void on_block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
+                           const std::vector<std::int64_t>& recorded_streams) {
+  if (enabled()) detail::block_freed(device, ptr, size, alloc_stream, recorded_streams);
+}
 
 }  // namespace openreg::sanitizer

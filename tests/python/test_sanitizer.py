@@ -127,6 +127,8 @@ CORRECT = {
             y = x * 2
         x.record_stream(side)
         del x
+        import time
+        time.sleep(0.05)  # side's work ends: the allocator may now hand x's block to the default stream
         z = torch.empty(1 << 16, device="openreg").fill_(5)
         cur().wait_stream(side)
         print(y.sum().item(), z.sum().item())
@@ -156,6 +158,42 @@ def test_correct_program_has_no_report(name):
     r = run(CORRECT[name])
     assert r.returncode == 0, r.stderr
     assert "stream race" not in r.stderr
+
+
+def test_enable_from_python_raises_accelerator_error_with_both_stacks():
+    body = """
+        import torch.openreg.sanitizer as san
+        assert not san.is_enabled()
+        san.enable()
+        assert san.is_enabled()
+
+        def producer(a):
+            a.mul_(2)
+
+        def consumer(a):
+            with side:
+                return a.sum()
+
+        a = torch.ones(1000, device="openreg")
+        producer(a)
+        try:
+            consumer(a)
+        except torch.AcceleratorError as e:
+            assert e.error_code == san.RACE_ERROR_CODE and isinstance(e, RuntimeError)
+            print(str(e))
+        try:
+            san.enable(report=True)
+        except RuntimeError as e:
+            print("second mode refused:", e)
+        """
+    r = run(body, mode="0")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "stream race" in out and "aten::sum" in out and "aten::mul_" in out
+    # The Python stack where each op was issued.
+    assert "in consumer" in out and "in producer" in out
+    assert out.index("in consumer") < out.index("is not ordered after") < out.index("in producer")
+    assert "second mode refused" in out
 
 
 def test_bad_value_names_the_variable():

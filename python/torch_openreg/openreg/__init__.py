@@ -11,7 +11,7 @@ import torch
 
 from torch_openreg.trace import trace
 
-from . import memory, random, streams
+from . import memory, random, sanitizer, streams
 from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     _exchange_device,
     _maybe_exchange_device,
@@ -165,6 +165,7 @@ __all__ = [
     "memory_stats",
     "memory_summary",
     "random",
+    "sanitizer",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
