@@ -113,6 +113,7 @@ class FreshPageFiller {
     const pid_t pid = getpid();
     std::lock_guard lock(mutex_);
     if (pid != pid_) {  // first use, or a forked child: the inherited descriptor is the parent's
+      if (fd_ >= 0) close(fd_);  // the child's copy of the descriptor; the parent keeps its own
       pid_ = pid;
       fd_ = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
       uffdio_api api{};
