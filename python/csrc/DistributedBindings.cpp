@@ -1,7 +1,7 @@
 // Bindings for torch.distributed on openreg (python/torch_openreg/distributed): the event a collective
 // completes from its communication thread, which streams wait on without blocking the host
 // (Note [Host-completed records] in sim/src/event.cpp, Note [Stream-ordered collectives] in
-// python/torch_openreg/distributed/__init__.py).
+// python/torch_openreg/_distributed.py).
 
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegStream.h"

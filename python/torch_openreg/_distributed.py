@@ -35,6 +35,15 @@ NCCL's semantics, without blocking the host:
   start event, the collective itself), so the allocator may hand them out again at once.
 - barrier() and collectives on CPU tensors only go through the same queue (ordering), and their Work's
   wait() blocks the host until they have ended (gloo's behaviour, and NCCL's barrier).
+- The GIL: device threads never take it. The communication threads take it only to hand a collective
+  to gloo, to scale AVG / PREMUL_SUM results and to complete the end (briefly); their waits (the start
+  event, gloo's Work) release it. So a host thread must not block on the device while holding the GIL
+  with a collective pending on that device: torch's ops, synchronize, Stream/Event waits all release
+  it; storage.resize_(0) (FSDP2's free) used to synchronize the device with the GIL held, and now frees
+  stream-ordered instead, as CUDA does (backend/ops/Resize.cpp).
+- Errors found by gloo's argument checks (e.g. all_to_all with unequal sizes) are raised on the
+  communication thread, so they surface like a failed collective (at the waiting stream's next
+  synchronize) rather than at the call; the checks done here (device, contiguity) raise at the call.
 """
 
 from __future__ import annotations

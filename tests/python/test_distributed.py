@@ -364,27 +364,62 @@ def _data():
     return torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)
 
 
-def _ddp(rank):
+class _WithUnused(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = _model()
+        self.unused = torch.nn.Linear(8, 1)  # never in the graph: find_unused_parameters must cope
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def _ddp_run(rank, steps=3, **ddp_kwargs):
+    """DDP over the two halves of the batch vs one process on the whole batch: parameters equal."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     dev = _dev(rank)
-    torch.openreg.set_device(dev)
     x, y = _data()
     ref = _model()
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    model = DDP(_model().to(dev), device_ids=[dev.index] if False else None)
+    hook = ddp_kwargs.pop("comm_hook", None)
+    accumulate = ddp_kwargs.pop("no_sync", False)
+    unused = ddp_kwargs.get("find_unused_parameters", False)
+    inner = _WithUnused() if unused else _model()
+    model = DDP(inner.to(dev), **ddp_kwargs)
+    if hook is not None:
+        model.register_comm_hook(dist.group.WORLD, hook)
+    body = model.module.body if unused else model.module
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     half = x.shape[0] // WORLD
     xs, ys = x[rank * half:(rank + 1) * half].to(dev), y[rank * half:(rank + 1) * half].to(dev)
-    for _ in range(3):
+    for _ in range(steps):
         ref_opt.zero_grad()
         torch.nn.functional.mse_loss(ref(x), y).backward()
         ref_opt.step()
         opt.zero_grad()
-        torch.nn.functional.mse_loss(model(xs), ys).backward()
+        if accumulate:
+            # Half of the local batch without sync, the other half with: the same average gradient.
+            q = half // 2
+            with model.no_sync():
+                (torch.nn.functional.mse_loss(model(xs[:q]), ys[:q]) / 2).backward()
+            (torch.nn.functional.mse_loss(model(xs[q:]), ys[q:]) / 2).backward()
+        else:
+            torch.nn.functional.mse_loss(model(xs), ys).backward()
         opt.step()
-    for p, q in zip(model.module.parameters(), ref.parameters()):
+    for p, q in zip(body.parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
+
+
+def _ddp(rank):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    torch.openreg.set_device(_dev(rank))
+    _ddp_run(rank)
+    _ddp_run(rank, gradient_as_bucket_view=True, bucket_cap_mb=0.0001)  # several buckets
+    _ddp_run(rank, comm_hook=default_hooks.allreduce_hook)  # get_future() path
+    _ddp_run(rank, no_sync=True)
+    _ddp_run(rank, find_unused_parameters=True)
 
 
 def test_ddp_matches_single_process():
