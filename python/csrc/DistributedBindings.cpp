@@ -8,6 +8,7 @@
 
 #include <c10/core/Stream.h>
 #include <openreg/sim/event.h>
+#include <openreg/sim/stream.h>
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
@@ -49,6 +50,11 @@ class CollectiveEvent {
     ore::translate_sim_errors([&] { event_->synchronize(); });
   }
   int device() const noexcept { return device_; }
+  // The collective's span on the device timeline, on `lane` (a stream id of the device).
+  void set_trace(const std::string& name, std::int64_t lane) {
+    record_->set_trace(sim::intern_name(name.c_str()), lane);
+  }
+  void mark_started() noexcept { record_->mark_started(); }
 
  private:
   c10::DeviceIndex device_;
@@ -68,5 +74,7 @@ void bind_distributed(pybind11::module_& m) {
       .def("fail", &CollectiveEvent::fail, py::call_guard<py::gil_scoped_release>())
       .def("completed", &CollectiveEvent::completed)
       .def("synchronize", torch::wrap_pybind_function_no_gil(&CollectiveEvent::synchronize))
+      .def("set_trace", &CollectiveEvent::set_trace)
+      .def("mark_started", &CollectiveEvent::mark_started)
       .def_property_readonly("device", &CollectiveEvent::device);
 }

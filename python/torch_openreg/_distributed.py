@@ -124,7 +124,11 @@ class _Job:
         self._post = post  # runs on the CPU views after gloo (AVG / PREMUL_SUM scaling), or None
         self._keep = keep  # the openreg tensors in flight: alive until the collective has ended
         self._start = start  # torch.Event on the issuing stream, or None
-        self.end = torch_openreg_C()._CollectiveEvent(device.index) if device is not None else None
+        self.end = None
+        if device is not None:
+            self.end = torch_openreg_C()._CollectiveEvent(device.index)
+            # The device timeline shows the collective on the device's communication lane.
+            self.end.set_trace(f"collective:{op}", _comm_lane(device))
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.gloo_works: list = []
@@ -141,6 +145,8 @@ class _Job:
                     # collective still runs, so the peers are not left waiting (NCCL runs it too).
                     pass
                 self._start = None
+            if self.end is not None:
+                self.end.mark_started()
             self.gloo_works = [launch() for launch in self._launches]
             return True
         except BaseException as err:  # noqa: BLE001 - handed to whoever waits on the collective
@@ -237,7 +243,18 @@ def _stream_args(stream):
 
 
 _side_streams: dict[int, torch.Stream] = {}
+_comm_streams: dict[int, torch.Stream] = {}
 _side_lock = threading.Lock()
+
+
+def _comm_lane(device: torch.device) -> int:
+    """Stream id of the device's communication lane in torch.openreg.trace: a stream that only names
+    the lane (collectives run on the communication threads, not on it)."""
+    with _side_lock:
+        s = _comm_streams.get(device.index)
+        if s is None:
+            s = _comm_streams[device.index] = torch.openreg.Stream(device)
+        return s.stream_id
 
 
 def _side_stream(device: torch.device):

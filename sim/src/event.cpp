@@ -9,6 +9,7 @@
 #include "openreg/sim/error.h"
 #include "openreg/sim/stream.h"
 #include "openreg/sim/trace.h"
+#include "trace_recorder.h"
 
 namespace openreg::sim {
 
@@ -122,10 +123,24 @@ bool HostRecord::fail(const std::string& message) {
 
 bool HostRecord::completed() const noexcept { return record_->completed(); }
 
+void HostRecord::set_trace(const char* name, std::int64_t lane) noexcept {
+  trace_lane_.store(lane, std::memory_order_relaxed);  // published by the name's release store
+  trace_name_.store(name, std::memory_order_release);
+}
+
+void HostRecord::mark_started() noexcept { trace_start_ns_.store(now_ns(), std::memory_order_release); }
+
 bool HostRecord::finish(std::string failure) {
   // acq_rel: the winner's writes to the record must not be reordered before its claim; losers only
   // need to know they lost.
   if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
+  // acquire: pairs with set_trace/mark_started, which may have run on another host thread.
+  const char* name = trace_name_.load(std::memory_order_acquire);
+  const std::int64_t start = trace_start_ns_.load(std::memory_order_acquire);
+  if (name != nullptr && start != 0 && trace_enabled()) {
+    trace_record({name, record_->device, trace_lane_.load(std::memory_order_relaxed), ItemKind::kHostCallback, start,
+                  now_ns(), 0, kNoCorrelation, start});
+  }
   Event::complete_from_host(*record_, std::move(failure));
   return true;
 }

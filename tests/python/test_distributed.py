@@ -312,6 +312,17 @@ def _stream_semantics(rank):
     side.synchronize()
     assert torch.all(r == 40).item()
 
+    # 5. The device timeline shows collectives on a lane of their own, apart from the compute streams.
+    with torch.openreg.trace() as tr:
+        x = torch.ones(1024, device=dev) * 2
+        dist.all_reduce(x)
+        y = x + 1
+    comm = [rec for rec in tr.records if rec.name == "collective:allreduce"]
+    assert len(comm) == 1 and comm[0].device == dev.index
+    compute_lanes = {rec.stream for rec in tr.records if rec.kind == "kernel"}
+    assert compute_lanes and comm[0].stream not in compute_lanes
+    assert torch.all(y == 5).item()
+
 
 def _wrong_device(rank):
     dev = _dev(rank)

@@ -15,6 +15,7 @@
 #include "openreg/sim/event.h"
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/stream.h"
+#include "openreg/sim/trace.h"
 #include "sim_test_util.h"
 
 namespace openreg::sim {
@@ -174,6 +175,22 @@ TEST_P(HostRecordTest, TimedHostRecordsGiveElapsedTime) {
   EXPECT_EQ(test::code_of([&] { (void)start->elapsed_ms(*end); }), Errc::kNotReady);
   rec->complete();
   EXPECT_GE(start->elapsed_ms(*end), 0.0);
+}
+
+TEST_P(HostRecordTest, TracedSpanAppearsOnItsLane) {
+  TraceSession session;
+  auto e = Event::create();
+  auto traced = e->record_on_host(1);
+  traced->set_trace("allreduce", 7);
+  traced->mark_started();
+  traced->complete();
+  e->record_on_host(1)->complete();  // untraced: nothing recorded
+  auto records = session.stop();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_STREQ(records[0].name, "allreduce");
+  EXPECT_EQ(records[0].device, 1);
+  EXPECT_EQ(records[0].stream, 7);
+  EXPECT_LE(records[0].start_ns, records[0].end_ns);
 }
 
 }  // namespace

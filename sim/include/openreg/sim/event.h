@@ -90,6 +90,13 @@ class HostRecord {
   //! Whether complete() or fail() has run.
   bool completed() const noexcept;
 
+  //! Traces the host work this record ends as an item named `name` (which must outlive the trace: a
+  //! literal or intern_name()) on lane `lane` of the record's device, from the call to mark_started()
+  //! until completion. Call both before complete()/fail(); without them nothing is traced.
+  void set_trace(const char* name, std::int64_t lane) noexcept;
+  //! Stamps the start of the traced span (the host work begins now).
+  void mark_started() noexcept;
+
  private:
   friend class Event;
   explicit HostRecord(std::shared_ptr<EventRecord> record);
@@ -97,6 +104,11 @@ class HostRecord {
 
   std::shared_ptr<EventRecord> record_;
   std::atomic<bool> claimed_{false};  // set by the one finish() that completes the record
+  // Trace span: set by the host thread(s) before finish(); atomics because set_trace/mark_started
+  // and finish may run on different threads (release/acquire pairs them).
+  std::atomic<const char*> trace_name_{nullptr};
+  std::atomic<std::int64_t> trace_lane_{0};
+  std::atomic<std::int64_t> trace_start_ns_{0};
 };
 
 }  // namespace openreg::sim
