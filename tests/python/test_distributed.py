@@ -443,20 +443,34 @@ def test_ddp_matches_single_process():
 def _mismatched(rank):
     dev = _dev(rank)
     torch.openreg.set_device(dev)
+    store = dist.distributed_c10d._get_default_store()
+    pg = dist.new_group([0, 1], timeout=timedelta(seconds=2))
+    dead = dist.new_group([0, 1], timeout=timedelta(seconds=5))
     # rank 1 never joins: rank 0's collective ends in gloo's timeout error, not a hang
     if rank == 0:
-        pg = dist.new_group([0, 1], timeout=timedelta(seconds=2))
         t = torch.ones(4, device=dev)
         dist.all_reduce(t, group=pg)  # returns at once: the stream waits on it, the host does not
         # The failure surfaces on the stream that waited, like a failed kernel, naming the collective.
         with pytest.raises(RuntimeError, match="(?i)allreduce.*timed out"):
             torch.openreg.synchronize(dev)
+        # The device keeps working after the failure has been reported.
+        assert (torch.ones(2, device=dev) + 1).cpu().tolist() == [2.0, 2.0]
+        store.set("rank0_timed_out", "1")
+        # rank 1 is now dead: a collective with it fails (closed connection or timeout), naming itself
+        store.wait(["rank1_exiting"], timedelta(seconds=30))
+        time.sleep(0.5)  # let rank 1's process end (either error is accepted; none may hang)
+        t = torch.ones(4, device=dev)
+        dist.broadcast(t, src=1, group=dead)
+        with pytest.raises(RuntimeError, match="(?i)openreg distributed broadcast on openreg"):
+            torch.openreg.synchronize(dev)
     else:
-        dist.new_group([0, 1], timeout=timedelta(seconds=2))
-        time.sleep(6)  # alive but absent, so rank 0 sees gloo's timeout (not a closed connection)
+        # alive but absent, so rank 0 sees gloo's timeout (not a closed connection)
+        store.wait(["rank0_timed_out"], timedelta(seconds=30))
+        store.set("rank1_exiting", "1")
+        os._exit(0)  # dies without destroying its groups
 
 
-def test_missing_peer_is_a_timeout_error():
+def test_absent_or_dead_peer_fails_the_collective_by_name():
     _spawn(_mismatched)
 
 
