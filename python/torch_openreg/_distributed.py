@@ -52,11 +52,17 @@ import ctypes
 import queue
 import threading
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 BACKEND_NAME = "openreg"
+
+
+def _om() -> Any:
+    """torch.openreg (registered at runtime, so unknown to type checkers)."""
+    return torch.openreg  # type: ignore[attr-defined]
 
 
 def _cpu_view(t: torch.Tensor) -> torch.Tensor:
@@ -253,7 +259,7 @@ def _comm_lane(device: torch.device) -> int:
     with _side_lock:
         s = _comm_streams.get(device.index)
         if s is None:
-            s = _comm_streams[device.index] = torch.openreg.Stream(device)
+            s = _comm_streams[device.index] = _om().Stream(device)
         return s.stream_id
 
 
@@ -261,7 +267,7 @@ def _side_stream(device: torch.device):
     with _side_lock:
         s = _side_streams.get(device.index)
         if s is None:
-            s = _side_streams[device.index] = torch.openreg.Stream(device)
+            s = _side_streams[device.index] = _om().Stream(device)
         return s
 
 
@@ -272,12 +278,14 @@ class _DeviceWork(dist.Work):
         super().__init__()
         self._job = job
         self._outputs = outputs
-        self._future = None
+        self._future: torch.futures.Future | None = None
 
     def wait(self, timeout=None) -> bool:
         if self._job.error is not None:
             raise self._job.error
-        self._job.end.block(*_stream_args(torch.openreg.current_stream(self._job.device)))
+        end = self._job.end
+        assert end is not None  # a device collective always has one
+        end.block(*_stream_args(_om().current_stream(self._job.device)))
         return True
 
     def synchronize(self) -> None:
@@ -300,10 +308,12 @@ class _DeviceWork(dist.Work):
 
     def get_future(self):
         if self._future is None:
-            fut = torch.futures.Future(devices=[self._job.device])
+            fut: torch.futures.Future = torch.futures.Future(devices=[self._job.device])
             side = _side_stream(self._job.device)
-            self._job.end.block(*_stream_args(side))
-            with torch.openreg.stream(side):
+            end = self._job.end
+            assert end is not None  # a device collective always has one
+            end.block(*_stream_args(side))
+            with _om().stream(side):
                 # The future's events are recorded here, after the wait: its users are stream-ordered
                 # after the collective, and a failure reaches them through the wait.
                 fut.set_result(self._outputs)
@@ -318,7 +328,7 @@ class _HostWork(dist.Work):
         super().__init__()
         self._job = job
         self._outputs = outputs
-        self._future = None
+        self._future: torch.futures.Future | None = None
 
     def wait(self, timeout=None) -> bool:
         self._job.done.wait()  # bounded: the job ends by gloo's timeout at the latest
@@ -344,7 +354,7 @@ class _HostWork(dist.Work):
 
     def get_future(self):
         if self._future is None:
-            fut = torch.futures.Future()
+            fut: torch.futures.Future = torch.futures.Future()
             try:
                 self.wait()
             except Exception as err:  # noqa: BLE001 - handed to whoever waits on the future
@@ -429,12 +439,13 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         # c10d keeps a group's name on its backends ("ProcessGroup name not set" without one).
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
         self._store = store
         self._timeout = timeout
+        self._coalesced_work: dist.Work | None = None  # the last Work issued (see _end_coalescing)
         self._queue = _CommQueue(f"pg{id(self):x}")
 
     def getBackendName(self) -> str:  # noqa: N802 - c10d's name
@@ -453,7 +464,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         self._coalesced_work = None
 
     def _end_coalescing(self, device):
-        work, self._coalesced_work = getattr(self, "_coalesced_work", None), None
+        work, self._coalesced_work = self._coalesced_work, None
         return work
 
     def shutdown(self) -> None:
@@ -462,7 +473,9 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     def _run(self, op: str, calls):
         """Queues one job running gloo's ``calls`` [(gloo name, args, kwargs)] in order."""
         conv = _Converter(op)
-        launches, outputs, post_views, scales = [], [], [], []
+        launches: list = []
+        outputs: list[torch.Tensor] = []
+        post_views: list = []
         for gloo_name, args, kwargs in calls:
             args = list(args)
             scale = None
@@ -487,9 +500,10 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         start = None
         if conv.device is not None:
             start = torch.Event()
-            start.record(torch.openreg.current_stream(conv.device))
+            start.record(_om().current_stream(conv.device))
         job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, start)
         self._queue.submit(job)
+        work: dist.Work
         if conv.device is None:
             work = _HostWork(job, outputs)
         else:
@@ -523,7 +537,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         # gloo has no coalesced single-tensor collectives: one gloo collective per pair, issued in
         # order by one job (one Work, one end).
-        opts = dist.AllgatherOptions() if opts is None else opts
+        opts = dist.AllgatherOptions() if opts is None else opts  # type: ignore[attr-defined]
         return self._run("allgather_into_tensor_coalesced",
                          [("_allgather_base", (o, i, opts), None) for o, i in zip(outputs, inputs)])
 
