@@ -468,7 +468,9 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         return work
 
     def shutdown(self) -> None:
+        # Pending collectives end first (each bounded by gloo's timeout), then c10d shuts gloo down.
         self._queue.close(self._timeout.total_seconds())
+        super().shutdown()
 
     def _run(self, op: str, calls):
         """Queues one job running gloo's ``calls`` [(gloo name, args, kwargs)] in order."""
