@@ -55,7 +55,6 @@ using detail::DeviceCache;
 
 namespace {
 
-constexpr int kMaxDevices = 64;
 
 // Caches are created on a device's first allocation and never destroyed (deleters may run during
 // static destruction). Acquire/release: a reader that sees the pointer sees the constructed cache.

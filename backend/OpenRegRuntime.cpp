@@ -25,7 +25,6 @@ namespace {
 
 // The sim allows at most 64 devices (OPENREG_DEVICE_COUNT is 1..64); fixed-size per-device tables
 // avoid any locking on the paths that read them.
-constexpr int kMaxDevices = 64;
 constexpr int kStreamsPerPool = 32;
 constexpr int kPriorityLevels = 2;  // index 0: normal, 1: high
 

@@ -22,7 +22,6 @@ constexpr const char* kComputeThreadsVar = "OPENREG_COMPUTE_THREADS";
 constexpr const char* kMemoryCapacityVar = "OPENREG_MEMORY_CAPACITY";
 constexpr const char* kCopyBandwidthVar = "OPENREG_COPY_BANDWIDTH";
 constexpr const char* kLaunchQueueDepthVar = "OPENREG_LAUNCH_QUEUE_DEPTH";
-constexpr int kMaxDevices = 64;
 constexpr int kMaxComputeThreads = 1024;
 
 std::string_view trim(std::string_view s) {
