@@ -27,14 +27,15 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   c10::DeviceGuard guard(device);  // the allocator allocates on the current device
   c10::DataPtr fresh = allocator->allocate(nbytes);
   const std::size_t keep = std::min(storage->nbytes(), nbytes);
-  if (storage->nbytes() > 0) {
+  if (keep > 0) {
     // Pending work items hold raw pointers into the current allocation (taken when they were
     // enqueued). The old bytes are copied on the host, so they must be final: let every stream of the
     // device finish first (the old block then returns to its stream's cache with no work pending).
+    // Nothing to copy (resize_(0), as FSDP2 frees unsharded parameters): the old block is freed like
+    // any tensor's, stream-ordered, as CUDA's caching allocator does; no host wait (which could stall
+    // behind a collective that needs this thread's GIL to be issued).
     c10::openreg::synchronize_device(device.index());
-    if (keep > 0) {
-      std::memcpy(fresh.get(), storage->data(), keep);
-    }
+    std::memcpy(fresh.get(), storage->data(), keep);
   }
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(nbytes);

@@ -1,4 +1,7 @@
-"""all_reduce of 1-64 MiB: openreg tensors (openreg backend) vs CPU tensors (gloo), same run.
+"""all_reduce of 1-64 MiB: openreg tensors (openreg backend) vs CPU tensors (a plain gloo group), same run.
+
+openreg's time includes its stream ordering (an event on the current stream, the communication
+thread, the host-completed end the stream waits on) and ends with a device synchronize.
 
 Spawns 2 processes on loopback; prints a table and writes JSON (--json PATH, default stdout only).
 Usage: python bench/python/allreduce_bench.py [--iters N] [--json out.json]
@@ -25,18 +28,19 @@ def _worker(rank, port, iters, queue):
     dist.init_process_group(rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
     dev = torch.device("openreg", rank % torch.openreg.device_count())
     torch.openreg.set_device(dev)
+    gloo = dist.new_group(backend="gloo")  # the reference: gloo itself on CPU tensors
     rows = []
     for mib in SIZES_MIB:
         n = mib * 1024 * 1024 // 4
         row = {"size_mib": mib}
-        for name, device in (("openreg", dev), ("gloo_cpu", torch.device("cpu"))):
+        for name, device, group in (("openreg", dev, None), ("gloo_cpu", torch.device("cpu"), gloo)):
             t = torch.ones(n, device=device)
-            dist.all_reduce(t)  # warm-up
+            dist.all_reduce(t, group=group)  # warm-up
             torch.openreg.synchronize(dev)
-            dist.barrier()
+            dist.barrier(group=gloo)
             start = time.perf_counter()
             for _ in range(iters):
-                dist.all_reduce(t)
+                dist.all_reduce(t, group=group)
             torch.openreg.synchronize(dev)
             row[f"{name}_ms"] = (time.perf_counter() - start) / iters * 1e3
         row["ratio"] = row["gloo_cpu_ms"] / row["openreg_ms"]

@@ -27,6 +27,7 @@ namespace py = pybind11;
 void bind_sync_debug(pybind11::module_& m);  // SyncDebugBindings.cpp
 void bind_sanitizer(pybind11::module_& m);   // SanitizerBindings.cpp
 void bind_compile(pybind11::module_& m);     // CompileBindings.cpp
+void bind_distributed(pybind11::module_& m);  // DistributedBindings.cpp
 
 namespace {
 
@@ -45,6 +46,7 @@ PYBIND11_MODULE(_C, m) {
   bind_sync_debug(m);
   bind_sanitizer(m);
   bind_compile(m);
+  bind_distributed(m);
 
   // --- runtime and devices ---
   m.def("_init", torch::wrap_pybind_function([] { ore::init(); }));

@@ -9,36 +9,66 @@ Note [openreg collectives over gloo]
 openreg device memory is host memory, so a CPU tensor built over the same address (``_cpu_view``) is a
 zero-copy view that gloo can read and write. The group holds one ``ProcessGroupGloo`` and forwards every
 collective to it with openreg tensors replaced by their views and CPU tensors passed through, so the
-rendezvous, TCP transport across hosts, algorithms and timeouts are all gloo's.
+rendezvous, TCP transport across hosts, algorithms and timeouts are all gloo's. The group is a Python
+``ProcessGroup`` subclass (c10d's ``Backend`` cannot be subclassed from Python), and c10d uses such a
+group as the whole process group: CPU tensors therefore also go to the inner gloo group.
 
-Ordering (differs from NCCL, see the README): a collective first synchronizes the current stream of its
-tensors' device, so it sees every kernel queued before it (NCCL: a device-side wait, the host does not
-block). gloo then runs it on its own threads; the returned Work's ``wait()`` blocks the host until gloo
-is done (NCCL: the current stream waits, the host does not), after which later stream work sees the
-result because it is already in memory. Tensors in flight are held by the Work and its future until the
-collective ends, so their blocks cannot be freed and reused meanwhile.
-
-The group is a Python ``ProcessGroup`` subclass (c10d's ``Backend`` cannot be subclassed from Python),
-and c10d uses such a group as the whole process group: CPU tensors therefore also go to the inner gloo
-group, so ``"cpu:gloo,openreg:openreg"`` behaves as intended.
+Note [Stream-ordered collectives]
+NCCL's semantics, without blocking the host:
+- Issue (caller's thread): an event is recorded on the current stream of the tensors' device, and the
+  collective is queued on the group's communication thread. The call returns at once.
+- The communication thread (one per group, so every rank issues the group's collectives to gloo in the
+  same order, as a communicator's stream orders NCCL's) waits for that event (only it blocks: no compute
+  thread, no stream), runs gloo on the CPU views, waits for gloo (gloo's wait releases the GIL; the
+  thread holds the GIL only to issue and for AVG/PREMUL_SUM scaling), then completes the collective's
+  end: a host-completed event record (Note [Host-completed records] in sim/src/event.cpp).
+- ``Work.wait()`` / ``synchronize()`` make the caller's current stream wait on that end, device-side: the
+  stream parks and the host goes on (as NCCL's). ``dist.all_reduce(t)`` without async_op is the same
+  (c10d waits on the Work at once). ``is_completed()`` says whether the collective has ended;
+  ``get_future()`` is a Future on the device whose value is ready, stream-ordered, after the collective
+  (its events are recorded on a side stream that waits on the end), for DDP comm hooks.
+- A failed collective (gloo's timeout naming the operation, a dead peer) fails the end record with
+  "openreg distributed <op> on openreg:N failed: ...": every stream that waited on it reports it at its
+  next synchronize, like a failed kernel, and Work.wait() raises it if it is already known.
+- Tensors in flight are held by the queued job until the collective has ended, so their blocks cannot
+  be freed (nor reused) meanwhile; after that, their prior uses are all complete (stream work before the
+  start event, the collective itself), so the allocator may hand them out again at once.
+- barrier() and collectives on CPU tensors only go through the same queue (ordering), and their Work's
+  wait() blocks the host until they have ended (gloo's behaviour, and NCCL's barrier).
+- The GIL: device threads never take it. The communication threads take it only to hand a collective
+  to gloo, to scale AVG / PREMUL_SUM results and to complete the end (briefly); their waits (the start
+  event, gloo's Work) release it. So a host thread must not block on the device while holding the GIL
+  with a collective pending on that device: torch's ops, synchronize, Stream/Event waits all release
+  it; storage.resize_(0) (FSDP2's free) used to synchronize the device with the GIL held, and now frees
+  stream-ordered instead, as CUDA does (backend/ops/Resize.cpp).
+- Errors found by gloo's argument checks (e.g. all_to_all with unequal sizes) are raised on the
+  communication thread, so they surface like a failed collective (at the waiting stream's next
+  synchronize) rather than at the call; the checks done here (device, contiguity) raise at the call.
 """
 
 from __future__ import annotations
 
 import ctypes
+import queue
+import threading
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 BACKEND_NAME = "openreg"
+
+
+def _om() -> Any:
+    """torch.openreg (registered at runtime, so unknown to type checkers)."""
+    return torch.openreg  # type: ignore[attr-defined]
 
 
 def _cpu_view(t: torch.Tensor) -> torch.Tensor:
     """A CPU tensor over the same bytes as the openreg tensor ``t`` (no copy).
 
-    The view does not own the memory: whoever uses it keeps ``t`` alive (the Work does).
+    The view does not own the memory: whoever uses it keeps ``t`` alive (the queued job does).
     """
     storage = t.untyped_storage()
     nbytes = storage.nbytes()
@@ -46,10 +76,9 @@ def _cpu_view(t: torch.Tensor) -> torch.Tensor:
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
     raw = (ctypes.c_char * nbytes).from_address(storage.data_ptr())
     flat = torch.frombuffer(raw, dtype=torch.uint8)
-    typed = flat.view(t.dtype) if t.element_size() == 1 or nbytes % t.element_size() == 0 else None
-    if typed is None:
+    if t.element_size() != 1 and nbytes % t.element_size() != 0:
         raise RuntimeError("openreg distributed: storage size is not a multiple of the element size")
-    return typed.as_strided(t.shape, t.stride(), t.storage_offset())
+    return flat.view(t.dtype).as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 class _Converter:
@@ -88,61 +117,308 @@ class _Converter:
         return obj
 
 
-def _is_avg(opts) -> bool:
-    op = getattr(opts, "reduceOp", None)
-    return op is not None and op == dist.ReduceOp.AVG
+# --- the communication queue -----------------------------------------------------------------------
 
 
-class _OpenRegWork(dist.Work):
-    """A gloo Work over CPU views that keeps the openreg tensors alive until it has been waited on.
+class _Job:
+    """One collective queued on a group's communication thread (Note [Stream-ordered collectives])."""
 
-    wait() is gloo's (it raises gloo's error, e.g. a timeout naming the operation). get_future() yields
-    the openreg tensors, for DDP comm hooks.
-    """
+    def __init__(self, op: str, device, launches, post, keep, start) -> None:
+        self.op = op
+        self.device = device
+        self._launches = launches  # callables issuing gloo collectives on CPU views; each returns a Work
+        self._post = post  # runs on the CPU views after gloo (AVG / PREMUL_SUM scaling), or None
+        self._keep = keep  # the openreg tensors in flight: alive until the collective has ended
+        self._start = start  # torch.Event on the issuing stream, or None
+        self.end = None
+        if device is not None:
+            self.end = torch_openreg_C()._CollectiveEvent(device.index)
+            # The device timeline shows the collective on the device's communication lane.
+            self.end.set_trace(f"collective:{op}", _comm_lane(device))
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.gloo_works: list = []
 
-    def __init__(self, op: str, gloo_work, device: torch.device, tensors: list[torch.Tensor]) -> None:
+    def issue(self) -> bool:
+        """Waits for the work queued before the collective, then hands it to gloo (which runs it on its
+        own threads). False if it failed already."""
+        try:
+            if self._start is not None:
+                try:
+                    self._start.synchronize()  # releases the GIL while it waits
+                except RuntimeError:
+                    # A kernel before the collective failed: its stream keeps reporting that. The
+                    # collective still runs, so the peers are not left waiting (NCCL runs it too).
+                    pass
+                self._start = None
+            if self.end is not None:
+                self.end.mark_started()
+            self.gloo_works = [launch() for launch in self._launches]
+            return True
+        except BaseException as err:  # noqa: BLE001 - handed to whoever waits on the collective
+            self._finish(err)
+            return False
+
+    def complete(self) -> None:
+        """Waits for gloo (bounded by its timeout), scales AVG / PREMUL_SUM results, ends the job."""
+        try:
+            for w in self.gloo_works:
+                if w is not None:
+                    w.wait()  # releases the GIL
+            if self._post is not None:
+                self._post()
+        except BaseException as err:  # noqa: BLE001 - handed to whoever waits on the collective
+            self._finish(err)
+        else:
+            self._finish(None)
+
+    def _finish(self, err) -> None:
+        if err is not None:
+            where = f" on {self.device}" if self.device is not None else ""
+            self.error = RuntimeError(f"openreg distributed {self.op}{where} failed: {err}")
+            self.error.__cause__ = err
+        self._keep = None  # the blocks may be reused from now on: every use of them has ended
+        self._start = None
+        if self.end is not None:
+            if self.error is None:
+                self.end.complete()
+            else:
+                self.end.fail(str(self.error))
+        self.done.set()
+
+
+class _CommQueue:
+    """A group's communication queue: an issuing thread hands its collectives to gloo one at a time, in
+    issue order, and a completing thread waits for them in that order and ends them. Two threads, so
+    that a collective waiting for its peers (a send waiting for the matching recv, as in
+    batch_isend_irecv) never keeps the next one from being issued."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._issue: queue.SimpleQueue = queue.SimpleQueue()
+        self._complete: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, job: _Job) -> None:
+        with self._lock:
+            if not self._threads:
+                # daemon: a job is bounded by gloo's timeout, but interpreter exit must never wait on it.
+                for target, role in ((self._issue_loop, "issue"), (self._complete_loop, "complete")):
+                    t = threading.Thread(target=target, name=f"openreg-comm-{role}-{self._name}", daemon=True)
+                    t.start()
+                    self._threads.append(t)
+            self._issue.put(job)
+
+    def _issue_loop(self) -> None:
+        while True:
+            job = self._issue.get()
+            if job is None:
+                self._complete.put(None)
+                return
+            if job.issue():
+                self._complete.put(job)
+
+    def _complete_loop(self) -> None:
+        while True:
+            job = self._complete.get()
+            if job is None:
+                return
+            job.complete()
+
+    def close(self, timeout_s: float) -> None:
+        with self._lock:
+            threads, self._threads = self._threads, []
+        if threads:
+            self._issue.put(None)
+            for t in threads:
+                t.join(timeout_s)
+
+
+def torch_openreg_C():  # noqa: N802 - imported lazily: registration must not load the extension
+    from torch_openreg import _C
+
+    return _C
+
+
+# --- Works -----------------------------------------------------------------------------------------
+
+
+def _stream_args(stream):
+    return stream.stream_id, stream.device_index, stream.device_type
+
+
+_side_streams: dict[int, torch.Stream] = {}
+_comm_streams: dict[int, torch.Stream] = {}
+_side_lock = threading.Lock()
+
+
+def _comm_lane(device: torch.device) -> int:
+    """Stream id of the device's communication lane in torch.openreg.trace: a stream that only names
+    the lane (collectives run on the communication threads, not on it)."""
+    with _side_lock:
+        s = _comm_streams.get(device.index)
+        if s is None:
+            s = _comm_streams[device.index] = _om().Stream(device)
+        return s.stream_id
+
+
+def _side_stream(device: torch.device):
+    with _side_lock:
+        s = _side_streams.get(device.index)
+        if s is None:
+            s = _side_streams[device.index] = _om().Stream(device)
+        return s
+
+
+class _DeviceWork(dist.Work):
+    """Work of a collective on openreg tensors: waits are device-side (Note [Stream-ordered collectives])."""
+
+    def __init__(self, job: _Job, outputs: list[torch.Tensor]) -> None:
         super().__init__()
-        self._op = op
-        self._gloo_work = gloo_work
-        self._device = device
-        self._tensors = tensors
-        self._future = None
+        self._job = job
+        self._outputs = outputs
+        self._future: torch.futures.Future | None = None
 
     def wait(self, timeout=None) -> bool:
-        try:
-            if timeout is None:
-                self._gloo_work.wait()
-            else:
-                self._gloo_work.wait(timeout)
-        except RuntimeError as err:
-            # gloo names the transport step ("recv operation"); users need the collective too.
-            raise RuntimeError(f"openreg distributed {self._op} on {self._device} failed: {err}") from err
+        if self._job.error is not None:
+            raise self._job.error
+        end = self._job.end
+        assert end is not None  # a device collective always has one
+        end.block(*_stream_args(_om().current_stream(self._job.device)))
         return True
 
     def synchronize(self) -> None:
         self.wait()
 
     def is_completed(self) -> bool:
-        return self._gloo_work.is_completed()
+        return self._job.done.is_set()
 
     def is_success(self) -> bool:
-        return self._gloo_work.is_success()
+        return self._job.done.is_set() and self._job.error is None
 
     def exception(self):
-        return self._gloo_work.exception()
+        return self._job.error
+
+    def _source_rank(self) -> int:
+        self._job.done.wait()
+        if self._job.error is not None:
+            raise self._job.error
+        return self._job.gloo_works[0]._source_rank()
 
     def get_future(self):
         if self._future is None:
-            fut = torch.futures.Future(devices=[self._device])
-            # Blocks until gloo is done: gloo's own future can complete without its error.
+            fut: torch.futures.Future = torch.futures.Future(devices=[self._job.device])
+            side = _side_stream(self._job.device)
+            end = self._job.end
+            assert end is not None  # a device collective always has one
+            end.block(*_stream_args(side))
+            with _om().stream(side):
+                # The future's events are recorded here, after the wait: its users are stream-ordered
+                # after the collective, and a failure reaches them through the wait.
+                fut.set_result(self._outputs)
+            self._future = fut
+        return self._future
+
+
+class _HostWork(dist.Work):
+    """Work of a collective without openreg tensors (CPU tensors, barrier): wait() blocks the host."""
+
+    def __init__(self, job: _Job, outputs: list[torch.Tensor]) -> None:
+        super().__init__()
+        self._job = job
+        self._outputs = outputs
+        self._future: torch.futures.Future | None = None
+
+    def wait(self, timeout=None) -> bool:
+        self._job.done.wait()  # bounded: the job ends by gloo's timeout at the latest
+        if self._job.error is not None:
+            raise self._job.error
+        return True
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def is_completed(self) -> bool:
+        return self._job.done.is_set()
+
+    def is_success(self) -> bool:
+        return self._job.done.is_set() and self._job.error is None
+
+    def exception(self):
+        return self._job.error
+
+    def _source_rank(self) -> int:
+        self.wait()
+        return self._job.gloo_works[0]._source_rank()
+
+    def get_future(self):
+        if self._future is None:
+            fut: torch.futures.Future = torch.futures.Future()
             try:
                 self.wait()
             except Exception as err:  # noqa: BLE001 - handed to whoever waits on the future
                 fut.set_exception(err)
             else:
-                fut.set_result(self._tensors)
+                fut.set_result(self._outputs)
             self._future = fut
         return self._future
+
+
+# --- reduction ops gloo lacks ----------------------------------------------------------------------
+
+
+def _scale_of(opts, size: int):
+    """(SUM options, scale) for AVG / PREMUL_SUM, which gloo lacks; (opts, None) otherwise."""
+    op = getattr(opts, "reduceOp", None)
+    if op is None:
+        return opts, None
+    if op == dist.ReduceOp.AVG:
+        scale = ("avg", size)
+    elif op == dist.ReduceOp.PREMUL_SUM:
+        factor = op.factor
+        if isinstance(factor, torch.Tensor):
+            factor = factor.item()
+        scale = ("mul", factor)
+    else:
+        return opts, None
+    summed = type(opts)()
+    for field in ("timeout", "rootRank", "rootTensor", "asyncOp"):
+        if hasattr(opts, field):
+            setattr(summed, field, getattr(opts, field))
+    summed.reduceOp = dist.ReduceOp.SUM
+    return summed, scale
+
+
+def _apply_scale(views, scale) -> None:
+    kind, value = scale
+    for v in views:
+        if kind == "mul":
+            v.mul_(value)
+        elif v.is_floating_point() or v.is_complex():
+            v.div_(value)
+        else:
+            v.floor_divide_(value)  # integer AVG, as SUM // world
+
+
+def _flatten(x) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for o in x for t in _flatten(o)]
+    return []
+
+
+# Where each collective's outputs are among its arguments (for scaling and futures).
+_OUTPUT_ARG = {
+    "allreduce": 0, "allreduce_coalesced": 0, "broadcast": 0, "reduce": 0, "allgather": 0,
+    "_allgather_base": 0, "allgather_coalesced": 0, "reduce_scatter": 0, "_reduce_scatter_base": 0,
+    "alltoall": 0, "alltoall_base": 0, "gather": 0, "scatter": 0, "send": 0, "recv": 0,
+    "recv_anysource": 0,
+}
+
+
+# --- the group ---------------------------------------------------------------------------------------
 
 
 def _forward(name: str, gloo_name: str | None = None):
@@ -150,60 +426,92 @@ def _forward(name: str, gloo_name: str | None = None):
     target = gloo_name or name
 
     def method(self, *args, **kwargs):
-        return self._run(target, args, kwargs)
+        return self._run(name, [(target, args, kwargs)])
 
     method.__name__ = name
     return method
 
 
 class ProcessGroupOpenReg(dist.ProcessGroup):
-    """c10d group for openreg (and CPU) tensors over an inner gloo group. See Note [openreg collectives over gloo]."""
+    """c10d group for openreg (and CPU) tensors over an inner gloo group.
+
+    See Note [openreg collectives over gloo] and Note [Stream-ordered collectives].
+    """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
         # c10d keeps a group's name on its backends ("ProcessGroup name not set" without one).
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        self._store = store
         self._timeout = timeout
+        self._coalesced_work: dist.Work | None = None  # the last Work issued (see _end_coalescing)
+        self._queue = _CommQueue(f"pg{id(self):x}")
 
     def getBackendName(self) -> str:  # noqa: N802 - c10d's name
         return BACKEND_NAME
 
-    def _run(self, name: str, args: tuple, kwargs: dict | None = None):
-        if name in ("allreduce", "_reduce_scatter_base") and len(args) == 2 and _is_avg(args[1]):
-            return self._run_avg(name, args)
-        return self._run_op(name, args, kwargs)
+    def _get_backend(self, device):
+        # c10d asks the backend of a device for its capabilities (splitting, sequence numbers) and
+        # eager connection; gloo's answers are ours. Collectives never go through it: c10d calls the
+        # group's methods above, which queue them (Note [Stream-ordered collectives]).
+        return self._gloo
 
-    def _run_avg(self, name: str, args: tuple):
-        # gloo has no AVG: SUM, then divide the result in place once it is there (NCCL computes AVG
-        # itself). Waits for the collective on the caller's thread.
-        opts = type(args[1])()
-        opts.reduceOp = dist.ReduceOp.SUM
-        opts.timeout = args[1].timeout
-        work = self._run_op(name, (args[0], opts))
-        work.wait()
-        outputs = args[0] if name == "allreduce" else [args[0]]
-        for t in outputs:
-            if t.is_floating_point() or t.is_complex():
-                t.div_(self.size())
-            else:
-                t.floor_divide_(self.size())
+    # c10d's _coalescing_manager(device=...) brackets its collectives with these: the collectives
+    # already run in order on one queue, so the bracket only returns the last one's Work (it ends
+    # after all earlier ones, since the completing thread ends them in issue order).
+    def _start_coalescing(self, device) -> None:
+        self._coalesced_work = None
+
+    def _end_coalescing(self, device):
+        work, self._coalesced_work = self._coalesced_work, None
         return work
 
-    def _run_op(self, name: str, args: tuple, kwargs: dict | None = None):
-        conv = _Converter(name)
-        mapped = conv.map(args)
-        mapped_kwargs = {k: conv.map(v) for k, v in (kwargs or {}).items()}
-        if conv.device is not None:
-            # Orders the collective after the kernels already queued (see the Note).
-            torch.openreg.current_stream(conv.device).synchronize()
-        work = getattr(self._gloo, name)(*mapped, **mapped_kwargs)
-        if conv.device is None or work is None:
-            return work
-        return self._wrap(work, conv, args)
+    def shutdown(self) -> None:
+        # Pending collectives end first (each bounded by gloo's timeout), then c10d shuts gloo down.
+        self._queue.close(self._timeout.total_seconds())
+        super().shutdown()
 
-    def _wrap(self, work, conv: _Converter, args: tuple):
-        return _OpenRegWork(conv.op, work, conv.device, conv.keep)
+    def _run(self, op: str, calls):
+        """Queues one job running gloo's ``calls`` [(gloo name, args, kwargs)] in order."""
+        conv = _Converter(op)
+        launches: list = []
+        outputs: list[torch.Tensor] = []
+        post_views: list = []
+        for gloo_name, args, kwargs in calls:
+            args = list(args)
+            scale = None
+            if args and hasattr(args[-1], "reduceOp"):
+                args[-1], scale = _scale_of(args[-1], self.size())
+            mapped = conv.map(tuple(args))
+            mapped_kwargs = {k: conv.map(v) for k, v in (kwargs or {}).items()}
+            out_idx = _OUTPUT_ARG.get(gloo_name, 0)
+            if args:
+                outputs.extend(t for t in _flatten(args[out_idx]))
+            if scale is not None:
+                views = _flatten(mapped[out_idx])
+                if gloo_name == "reduce" and mapped[-1].rootRank != self.rank():
+                    views = []  # only the root's output is defined
+                post_views.append((views, scale))
+            launches.append(lambda g=gloo_name, a=mapped, k=mapped_kwargs: getattr(self._gloo, g)(*a, **k))
+
+        def post():
+            for views, scale in post_views:
+                _apply_scale(views, scale)
+
+        start = None
+        if conv.device is not None:
+            start = torch.Event()
+            start.record(_om().current_stream(conv.device))
+        job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, start)
+        self._queue.submit(job)
+        work: dist.Work
+        if conv.device is None:
+            work = _HostWork(job, outputs)
+        else:
+            work = _DeviceWork(job, [t for t in outputs if t.device.type == BACKEND_NAME])
+        self._coalesced_work = work
+        return work
 
     allreduce = _forward("allreduce")
     allreduce_coalesced = _forward("allreduce_coalesced")
@@ -212,46 +520,12 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     allgather = _forward("allgather")
     _allgather_base = _forward("_allgather_base")
     allgather_coalesced = _forward("allgather_coalesced")
-    allgather_into_tensor_coalesced = _forward("allgather_into_tensor_coalesced")
     reduce_scatter = _forward("reduce_scatter")
     _reduce_scatter_base = _forward("_reduce_scatter_base")
-    reduce_scatter_tensor_coalesced = _forward("reduce_scatter_tensor_coalesced")
     # torch 2.13's names for the single-tensor collectives; gloo keeps the older ones.
     all_gather_single = _forward("all_gather_single", "_allgather_base")
     reduce_scatter_single = _forward("reduce_scatter_single", "_reduce_scatter_base")
     all_to_all_single = _forward("all_to_all_single", "alltoall_base")
-
-    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
-        return self._coalesced("_allgather_base", outputs, inputs, dist.AllgatherOptions() if opts is None else opts)
-
-    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
-        return self._coalesced(
-            "_reduce_scatter_base", outputs, inputs, dist.ReduceScatterOptions() if opts is None else opts
-        )
-
-    allgather_into_tensor_coalesced = all_gather_single_coalesced
-    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
-
-    def _coalesced(self, gloo_name, outputs, inputs, opts):
-        # gloo has no coalesced single-tensor collectives: one collective per pair, issued in order on
-        # every rank, with one Work that completes when all of them have.
-        works = [self._run(gloo_name, (o, i, opts)) for o, i in zip(outputs, inputs)]
-        fut = torch.futures.collect_all([w.get_future() for w in works])
-        devices = [o.device for o in outputs if o.device.type == BACKEND_NAME]
-        out = torch.futures.Future(devices=devices[:1])
-
-        def done(f):
-            try:
-                for w in works:
-                    w.wait()
-            except Exception as err:  # noqa: BLE001 - handed to whoever waits
-                out.set_exception(err)
-                return
-            out.set_result(list(outputs))
-
-        fut.add_done_callback(done)
-        return _create_work_from_future(out)
-
     alltoall = _forward("alltoall")
     alltoall_base = _forward("alltoall_base")
     gather = _forward("gather")
@@ -261,6 +535,21 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     recv_anysource = _forward("recv_anysource")
     barrier = _forward("barrier")
     monitored_barrier = _forward("monitored_barrier")
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        # gloo has no coalesced single-tensor collectives: one gloo collective per pair, issued in
+        # order by one job (one Work, one end).
+        opts = dist.AllgatherOptions() if opts is None else opts  # type: ignore[attr-defined]
+        return self._run("allgather_into_tensor_coalesced",
+                         [("_allgather_base", (o, i, opts), None) for o, i in zip(outputs, inputs)])
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        opts = dist.ReduceScatterOptions() if opts is None else opts
+        return self._run("reduce_scatter_tensor_coalesced",
+                         [("_reduce_scatter_base", (o, i, opts), None) for o, i in zip(outputs, inputs)])
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
 
 def _create(opts, backend_options) -> ProcessGroupOpenReg:

@@ -7,6 +7,9 @@
 #include "event_record.h"
 #include "internal_check.h"
 #include "openreg/sim/error.h"
+#include "openreg/sim/stream.h"
+#include "openreg/sim/trace.h"
+#include "trace_recorder.h"
 
 namespace openreg::sim {
 
@@ -70,6 +73,76 @@ void Event::synchronize() {
   if (!record->failure.empty() && !record->failure_reported.exchange(true, std::memory_order_relaxed)) {
     throw Error(Errc::kWorkFailed, record->failure);
   }
+}
+
+// Note [Host-completed records]
+// A collective (torch.distributed) runs on a host thread, yet the stream the program continues on must
+// wait for it without blocking the host, as it waits for a kernel. record_on_host makes a record that
+// no stream item completes: it is the event's most recent record at once, so a Stream::wait issued
+// afterwards captures it and parks (no worker thread held), and the host thread that runs the
+// collective completes it through HostRecord. Completion is Stream::complete_record's protocol done
+// from the host: the failure and timestamp are written before `done` advances (its seq_cst store
+// publishes them to anyone who loads done == 1, acquire), waiters are taken under the record's mutex
+// (so a concurrent wait_or_park either sees done or is in the list), and they are resumed outside it;
+// Stream::resume schedules each on its own device, never running it on the completing thread.
+// Exactly one finish() completes a record (claimed_ exchange); a HostRecord dropped uncompleted fails
+// its record, so a waiting stream reports an error instead of hanging. A failure travels like a
+// failed item's recorded after a failure: query/synchronize of the event throw it once, and each
+// stream whose wait it satisfies inherits it, naming the message (e.g. the collective that failed).
+std::shared_ptr<HostRecord> Event::record_on_host(int device) {
+  auto record = std::make_shared<EventRecord>();
+  record->device = device;
+  record->timing = timing();
+  set_latest(record);
+  return std::shared_ptr<HostRecord>(new HostRecord(std::move(record)));
+}
+
+void Event::complete_from_host(EventRecord& record, std::string failure) {
+  record.failure = std::move(failure);
+  if (record.timing) record.time_ns = now_ns();
+  std::vector<EventRecord::Waiter> ready;
+  {
+    std::lock_guard lock(record.mutex);
+    record.done.increment();  // publishes time_ns and failure (seq_cst store)
+    ready.swap(record.waiters);
+  }
+  for (auto& w : ready) w.stream->resume(w.item);
+}
+
+HostRecord::HostRecord(std::shared_ptr<EventRecord> record) : record_(std::move(record)) {}
+
+HostRecord::~HostRecord() {
+  finish("a host-completed event record was dropped before it was completed (abandoned)");
+}
+
+bool HostRecord::complete() { return finish(std::string()); }
+
+bool HostRecord::fail(const std::string& message) {
+  return finish(message.empty() ? std::string("host-completed record failed") : message);
+}
+
+bool HostRecord::completed() const noexcept { return record_->completed(); }
+
+void HostRecord::set_trace(const char* name, std::int64_t lane) noexcept {
+  trace_lane_.store(lane, std::memory_order_relaxed);  // published by the name's release store
+  trace_name_.store(name, std::memory_order_release);
+}
+
+void HostRecord::mark_started() noexcept { trace_start_ns_.store(now_ns(), std::memory_order_release); }
+
+bool HostRecord::finish(std::string failure) {
+  // acq_rel: the winner's writes to the record must not be reordered before its claim; losers only
+  // need to know they lost.
+  if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
+  // acquire: pairs with set_trace/mark_started, which may have run on another host thread.
+  const char* name = trace_name_.load(std::memory_order_acquire);
+  const std::int64_t start = trace_start_ns_.load(std::memory_order_acquire);
+  if (name != nullptr && start != 0 && trace_enabled()) {
+    trace_record({name, record_->device, trace_lane_.load(std::memory_order_relaxed), ItemKind::kHostCallback, start,
+                  now_ns(), 0, kNoCorrelation, start});
+  }
+  Event::complete_from_host(*record_, std::move(failure));
+  return true;
 }
 
 double Event::elapsed_ms(const Event& end) const {

@@ -5,14 +5,17 @@
 // Thread-safety: every member function may be called from any thread concurrently. Streams keep a
 // reference to events they record or wait on, so dropping the last user reference is always safe.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace openreg::sim {
 
 class Stream;
 struct WorkItem;     // private to the library
 struct EventRecord;  // private to the library
+class HostRecord;
 
 class Event {
  public:
@@ -47,9 +50,18 @@ class Event {
   //! has not completed yet (like cudaEventElapsedTime).
   double elapsed_ms(const Event& end) const;
 
+  //! Makes a new record the most recent one, completed by a host thread through the returned
+  //! HostRecord instead of by a stream (see Note [Host-completed records]). Streams that wait() on the
+  //! event from now on park until it completes; query/synchronize see it like any record. `device` is
+  //! the device the record is attributed to (device_index(), elapsed_ms); it is not checked here.
+  std::shared_ptr<HostRecord> record_on_host(int device);
+
   // --- implementation-defined below ---
  private:
   friend class Stream;
+  friend class HostRecord;
+  // Completes `record` with `failure` (empty: success) and resumes the streams parked on it.
+  static void complete_from_host(EventRecord& record, std::string failure);
   struct State;
   explicit Event(bool timing);
   // For Stream::record (after the record item is enqueued): makes `record` the most recent one.
@@ -58,6 +70,45 @@ class Event {
   std::shared_ptr<EventRecord> latest() const;
 
   std::unique_ptr<State> s_;
+};
+
+//! One pending record of an event, completed by the host (Event::record_on_host). Completes at most
+//! once: the first complete()/fail() wins and later calls return false. Thread-safe.
+class HostRecord {
+ public:
+  HostRecord(const HostRecord&) = delete;
+  HostRecord& operator=(const HostRecord&) = delete;
+  //! A record never completed fails here ("abandoned"), so no stream parked on it waits forever.
+  ~HostRecord();
+
+  //! Completes the record successfully: waiting streams continue. False if already completed.
+  bool complete();
+  //! Completes the record with a failure: it is reported like a failed item's, once by the event's
+  //! query/synchronize, and by every stream that waited on it (Note [Failure reporting] in stream.cpp).
+  //! False if already completed.
+  bool fail(const std::string& message);
+  //! Whether complete() or fail() has run.
+  bool completed() const noexcept;
+
+  //! Traces the host work this record ends as an item named `name` (which must outlive the trace: a
+  //! literal or intern_name()) on lane `lane` of the record's device, from the call to mark_started()
+  //! until completion. Call both before complete()/fail(); without them nothing is traced.
+  void set_trace(const char* name, std::int64_t lane) noexcept;
+  //! Stamps the start of the traced span (the host work begins now).
+  void mark_started() noexcept;
+
+ private:
+  friend class Event;
+  explicit HostRecord(std::shared_ptr<EventRecord> record);
+  bool finish(std::string failure);
+
+  std::shared_ptr<EventRecord> record_;
+  std::atomic<bool> claimed_{false};  // set by the one finish() that completes the record
+  // Trace span: set by the host thread(s) before finish(); atomics because set_trace/mark_started
+  // and finish may run on different threads (release/acquire pairs them).
+  std::atomic<const char*> trace_name_{nullptr};
+  std::atomic<std::int64_t> trace_lane_{0};
+  std::atomic<std::int64_t> trace_start_ns_{0};
 };
 
 }  // namespace openreg::sim

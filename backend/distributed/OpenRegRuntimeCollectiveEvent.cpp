@@ -1,0 +1,51 @@
+#include "backend/distributed/OpenRegRuntimeCollectiveEvent.h"
+
+#include "backend/OpenRegRuntime.h"
+#include "backend/OpenRegStream.h"
+
+#include <openreg/sim/event.h>
+#include <openreg/sim/stream.h>
+
+namespace c10::openreg {
+
+namespace sim = ::openreg::sim;
+
+struct CollectiveEvent::State {
+  c10::DeviceIndex device;
+  std::shared_ptr<sim::Event> event;
+  std::shared_ptr<sim::HostRecord> record;  // the event's only record, completed by the host
+};
+
+CollectiveEvent::CollectiveEvent(c10::DeviceIndex device) : s_(std::make_unique<State>()) {
+  check_device_index(device);
+  s_->device = device;
+  s_->event = sim::Event::create(/*timing=*/false);
+  s_->record = s_->event->record_on_host(device);
+}
+
+CollectiveEvent::~CollectiveEvent() = default;
+
+void CollectiveEvent::block(const c10::Stream& stream) {
+  const OpenRegStream s(stream);
+  translate_sim_errors([&] { s.sim().wait(s_->event); });
+}
+
+bool CollectiveEvent::complete() { return s_->record->complete(); }
+
+bool CollectiveEvent::fail(const std::string& message) { return s_->record->fail(message); }
+
+bool CollectiveEvent::completed() const noexcept { return s_->record->completed(); }
+
+void CollectiveEvent::synchronize() {
+  translate_sim_errors([&] { s_->event->synchronize(); });
+}
+
+void CollectiveEvent::set_trace(const std::string& name, c10::StreamId lane) {
+  s_->record->set_trace(sim::intern_name(name.c_str()), lane);
+}
+
+void CollectiveEvent::mark_started() noexcept { s_->record->mark_started(); }
+
+c10::DeviceIndex CollectiveEvent::device() const noexcept { return s_->device; }
+
+}  // namespace c10::openreg
