@@ -12,12 +12,12 @@ SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CCACHE_BASEDIR   ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= true
 
-APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
-PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest
+APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev clang-tidy valgrind
+PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest ruff mypy
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: deps build test test-cpp test-python test-sanitizers demo sim-demo bench stress clean
+.PHONY: deps build test test-cpp test-python test-sanitizers wheel-check lint lint-python lint-cpp demo sim-demo bench stress clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -27,8 +27,8 @@ deps:
 	fi
 	@$(PYTHON) -c "import torch; assert torch.__version__.split('+')[0] == '2.13.0'" 2>/dev/null || \
 	  { echo "deps: installing torch==2.13.0"; $(PYTHON) -m pip install -q torch==2.13.0; }
-	@$(PYTHON) -c "import pytest, numpy, matplotlib, expecttest" 2>/dev/null || \
-	  { echo "deps: installing Python test/bench packages"; $(PYTHON) -m pip install -q $(filter-out torch%,$(PIP_PACKAGES)); }
+	@$(PYTHON) -c "import pytest, numpy, matplotlib, expecttest, ruff, mypy" 2>/dev/null || \
+	  { echo "deps: installing Python test/bench/lint packages"; $(PYTHON) -m pip install -q $(filter-out torch%,$(PIP_PACKAGES)); }
 
 $(BUILD_DIR)/build.ninja: | deps
 	cmake -S . -B $(BUILD_DIR) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
@@ -65,10 +65,34 @@ test-sanitizers: deps
 	    ASAN_OPTIONS="detect_leaks=1" ctest --output-on-failure -L sim -j 2) || exit 1; \
 	done
 
+# Packaging: a wheel made from the build directory above (no second compile) must ship the compiled
+# modules and the torch.backends entry point. `pip wheel --no-build-isolation .` on a clean clone
+# configures and builds on its own (setup.py drives CMake).
+wheel-check: build
+	$(PYTHON) .ci/check_wheel.py $(BUILD_DIR)
+
+# Lint: ruff on all Python, mypy on the package, clang-tidy on the sim layer (the backend's ATen
+# translation units take minutes each under clang-tidy, so they are left out), and the tier and
+# comment-path checks (tests/support/check_tiers.py).
+lint: lint-python lint-cpp
+	$(PYTHON) tests/support/check_tiers.py
+
+lint-python: deps
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
+
+lint-cpp: deps $(BUILD_DIR)/build.ninja
+	@files=$$(git ls-files 'sim/src/*.cpp'); \
+	echo "clang-tidy: $$(echo $$files | wc -w) sim files"; \
+	printf '%s\n' $$files | xargs -P $(JOBS) -n 1 clang-tidy -p $(BUILD_DIR) --quiet 2>/dev/null || \
+	  { echo "lint-cpp: clang-tidy found problems"; exit 1; }
+
 # The main job: autoload, data-parallel training over two devices vs the CPU, the stream-overlap
-# benchmark and device timelines (bench/python/demo.py).
+# benchmark and device timelines (bench/python/demo.py), then DDP over two processes beside one
+# process (bench/python/demo_ddp.py).
 demo: build
 	$(PYTHON) bench/python/demo.py
+	$(PYTHON) bench/python/demo_ddp.py
 
 # The sim layer alone: two streams overlapping and a bandwidth-limited copy, timed with events.
 sim-demo: build
@@ -83,6 +107,11 @@ bench: build
 	$(PYTHON) bench/python/overlap_bench.py --out $(RESULTS_DIR)/overlap_bench.json
 	$(PYTHON) bench/python/ops_bench.py --out $(RESULTS_DIR)/ops_bench.json
 	$(PYTHON) bench/python/trace_overhead_bench.py --out $(RESULTS_DIR)/trace_overhead.json
+	$(PYTHON) bench/python/default_config_bench.py --out $(RESULTS_DIR)/default_config_bench.json
+	$(PYTHON) bench/python/memory_bench.py --out $(RESULTS_DIR)/memory_bench.json
+	$(PYTHON) bench/python/host_path_callgrind.py --out $(RESULTS_DIR)/host_path_callgrind.json
+	$(PYTHON) bench/python/compile_bench.py --json $(RESULTS_DIR)/compile_bench.json
+	$(PYTHON) bench/python/allreduce_bench.py --json $(RESULTS_DIR)/allreduce_bench.json
 
 # The long concurrency stress run (make test runs a short one).
 stress: build

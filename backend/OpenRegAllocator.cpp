@@ -2,6 +2,7 @@
 
 #include "backend/OpenRegDeviceCache.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -38,7 +39,7 @@
 // Host writes: unlike CUDA, the host can write device memory directly. A fresh block may still be used
 // by work queued on its stream before its previous owner freed it (by another thread), so host code
 // that writes a fresh block without going through the stream first waits for that stream (the sync
-// path's results in ops/Fallback.cpp, resize in ops/Resize.cpp).
+// path's results in ops/engine/SyncPath.cpp, resize in ops/Resize.cpp).
 //
 // Locks: one mutex per device guards its cache and statistics (OpenRegDeviceCache.h). Nothing waits
 // for a device, records an event, or calls the context gatherer (which may take the GIL) while holding
@@ -79,9 +80,26 @@ DeviceCache& cache(c10::DeviceIndex device) {
   return *c;
 }
 
+// torch.profiler(profile_memory=True)'s memory timeline, as CUDA's allocator reports it: block sizes,
+// with the totals after the change. Read before free(): the block may be merged away by it.
+void report_to_profiler(DeviceCache& c, const void* ptr, std::int64_t delta, c10::DeviceIndex device) {
+  if (C10_LIKELY(!c10::memoryProfilingEnabled())) return;
+  const DeviceStats stats = c.stats();
+  const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  c10::reportMemoryUsageToProfiler(const_cast<void*>(ptr), delta, stats.allocated_bytes[all].current,
+                                   stats.reserved_bytes[all].current, c10::Device(c10::DeviceType::PrivateUse1, device));
+}
+
 void delete_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
-  existing_cache(block->device)->free(block);
+  DeviceCache& c = *existing_cache(block->device);
+  const void* ptr = block->ptr;
+  const auto size = static_cast<std::int64_t>(block->size);
+  const c10::DeviceIndex device = block->device;
+  // The freeing thread owns the block until free() returns it to the cache (Note [Sanitizer hooks]).
+  ::openreg::sanitizer::on_free_block(device, ptr, block->size, block->stream, block->stream_uses);
+  c.free(block);
+  report_to_profiler(c, ptr, -size, device);
 }
 
 c10::DataPtr allocate_for(c10::DeviceIndex device, sim::Stream& stream, std::size_t nbytes) {
@@ -89,6 +107,7 @@ c10::DataPtr allocate_for(c10::DeviceIndex device, sim::Stream& stream, std::siz
   const c10::Device where(c10::DeviceType::PrivateUse1, device);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   Block* block = translate_sim_errors([&] { return c.malloc(&stream, nbytes); });
+  report_to_profiler(c, block->ptr, static_cast<std::int64_t>(block->size), device);
   return c10::DataPtr(block->ptr, block, &delete_block, where);
 }
 
@@ -96,11 +115,11 @@ c10::DataPtr allocate_for(c10::DeviceIndex device, sim::Stream& stream, std::siz
 
 c10::DataPtr OpenRegDeviceAllocator::allocate(std::size_t nbytes) {
   const c10::DeviceIndex device = current_device();
-  return allocate_for(device, current_sim_stream(device), nbytes);
+  return allocate_for(device, current_openreg_stream(device).sim(), nbytes);
 }
 
 c10::DataPtr OpenRegDeviceAllocator::allocate_on(c10::Stream stream, std::size_t nbytes) {
-  return allocate_for(stream.device_index(), sim_stream(stream), nbytes);
+  return allocate_for(stream.device_index(), OpenRegStream(stream).sim(), nbytes);
 }
 
 void OpenRegDeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
@@ -120,7 +139,7 @@ void OpenRegDeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
 void OpenRegDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (ptr.get() == nullptr || ptr.get_deleter() != &delete_block) return;  // not ours, as on CUDA
   auto* block = static_cast<Block*>(ptr.get_context());
-  sim::Stream& s = sim_stream(stream);
+  sim::Stream& s = OpenRegStream(stream).sim();
   existing_cache(block->device)->record_stream(block, &s);
 }
 

@@ -67,7 +67,7 @@ c10::DeviceCapability OpenRegGuardImpl::getDeviceCapability(c10::Device d) const
 }
 
 c10::Stream OpenRegGuardImpl::getStream(c10::Device d) const {
-  return current_stream(resolve(d.index()));
+  return current_stream(resolve(d.index()));  // names the stream without starting the device
 }
 
 c10::Stream OpenRegGuardImpl::getDefaultStream(c10::Device d) const {
@@ -84,23 +84,24 @@ c10::Stream OpenRegGuardImpl::getNewStream(c10::Device d, int priority) const {
 }
 
 c10::Stream OpenRegGuardImpl::exchangeStream(c10::Stream s) const {
-  return exchange_stream(s);
+  return exchange_openreg_stream(OpenRegStream(s));  // checked before it becomes current
 }
 
 void* OpenRegGuardImpl::getStreamNativeHandle(const c10::Stream s) const {
-  return &sim_stream(s);
+  return &OpenRegStream(s).sim();
 }
 
 bool OpenRegGuardImpl::queryStream(const c10::Stream& stream) const {
-  sim::Stream& s = sim_stream(stream);
-  return translate_sim_errors([&] { return s.query(); });
+  const bool done = OpenRegStream(stream).query();
+  if (done) ::openreg::sanitizer::on_host_wait(stream);  // the host saw the stream's work complete
+  return done;
 }
 
 void OpenRegGuardImpl::synchronizeStream(const c10::Stream& stream) const {
-  sim::Stream& s = sim_stream(stream);
+  const OpenRegStream s(stream);
   warn_or_error_on_sync();  // torch.cuda flags Stream.synchronize (Note [Sync debug mode])
-  translate_sim_errors([&] { s.synchronize(); });
-  ::openreg::sanitizer::on_stream_sync(stream);
+  s.synchronize();
+  ::openreg::sanitizer::on_host_wait(stream);
 }
 
 bool OpenRegGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
@@ -109,7 +110,6 @@ bool OpenRegGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
 
 void OpenRegGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {
   synchronize_device(resolve(device_index));
-  ::openreg::sanitizer::on_device_sync(resolve(device_index));
 }
 
 void OpenRegGuardImpl::record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -119,14 +119,14 @@ void OpenRegGuardImpl::record(void** event, const c10::Stream& stream, const c10
               static_cast<int>(stream.device_index()), ".");
   TORCH_CHECK_VALUE(flag == c10::EventFlag::PYTORCH_DEFAULT || flag == c10::EventFlag::BACKEND_DEFAULT,
                     "openreg: received an invalid EventFlag");
-  sim::Stream& s = sim_stream(stream);
+  const OpenRegStream s(stream);
   if (*event == nullptr) {
     // BACKEND_DEFAULT is what torch passes for enable_timing=True.
     auto handle = std::make_unique<OpenRegEventHandle>();
     handle->event = sim::Event::create(flag == c10::EventFlag::BACKEND_DEFAULT);
     *event = handle.release();  // owned by the caller until destroyEvent
   }
-  translate_sim_errors([&] { s.record(static_cast<OpenRegEventHandle*>(*event)->event); });
+  translate_sim_errors([&] { s.sim().record(static_cast<OpenRegEventHandle*>(*event)->event); });
   ::openreg::sanitizer::on_event_record(*event, stream);
 }
 
@@ -134,8 +134,8 @@ void OpenRegGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr) {
     return;  // never recorded: nothing to wait for
   }
-  sim::Stream& s = sim_stream(stream);
-  translate_sim_errors([&] { s.wait(static_cast<OpenRegEventHandle*>(event)->event); });
+  const OpenRegStream s(stream);
+  translate_sim_errors([&] { s.sim().wait(static_cast<OpenRegEventHandle*>(event)->event); });
   ::openreg::sanitizer::on_event_wait(event, stream);
 }
 
@@ -143,7 +143,9 @@ bool OpenRegGuardImpl::queryEvent(void* event) const {
   if (event == nullptr) {
     return true;
   }
-  return translate_sim_errors([&] { return event_of(event).query(); });
+  const bool done = translate_sim_errors([&] { return event_of(event).query(); });
+  if (done) ::openreg::sanitizer::on_event_done(event);  // the host saw the event complete
+  return done;
 }
 
 void OpenRegGuardImpl::synchronizeEvent(void* event) const {
@@ -151,7 +153,7 @@ void OpenRegGuardImpl::synchronizeEvent(void* event) const {
     return;
   }
   translate_sim_errors([&] { event_of(event).synchronize(); });
-  ::openreg::sanitizer::on_event_sync(event);
+  ::openreg::sanitizer::on_event_done(event);
 }
 
 double OpenRegGuardImpl::elapsedTime(void* event1, void* event2, const c10::DeviceIndex /*device_index*/) const {

@@ -1,6 +1,8 @@
 #include "backend/OpenRegRuntime.h"
 
 #include "backend/OpenRegFork.h"
+#include "backend/OpenRegStream.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 namespace c10::openreg {
@@ -28,9 +31,16 @@ constexpr int kPriorityLevels = 2;  // index 0: normal, 1: high
 
 // Like CUDA, the current device and the current stream of each device are per host thread.
 thread_local c10::DeviceIndex tls_current_device = 0;
-// Zero-initialised means "the default stream" on every device.
+
+// The current stream of one device on this thread (Note [OpenRegStream: a checked stream handle]).
+// `sim` is null until the thread first resolves the slot (checking the device index then); the id is
+// the current stream's even before that. Zero-initialised means "the default stream" on every device.
+struct CurrentStream {
+  c10::StreamId id;
+  sim::Stream* sim;
+};
 static_assert(sim::kDefaultStreamId == 0);
-thread_local std::array<c10::StreamId, kMaxDevices> tls_current_streams{};
+thread_local std::array<CurrentStream, kMaxDevices> tls_current_streams{};
 
 // Streams handed out by stream_from_pool: created on first use of a slot, kept for the process
 // lifetime (ids stay valid, as CUDA's pooled streams do).
@@ -67,7 +77,64 @@ c10::Stream make_stream(c10::DeviceIndex index, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, index), id);
 }
 
+//! The sim stream `id` of `device` (checked: an id the device never created is a ValueError).
+sim::Stream* resolve_sim_stream(sim::Device& device, c10::StreamId id) {
+  if (id == sim::kDefaultStreamId) return device.default_stream().get();
+  // The device keeps every stream it created alive (we never destroy streams), so the pointer
+  // outlives the shared_ptr returned by the lookup.
+  return translate_sim_errors([&] { return device.stream(id); }).get();
+}
+
 }  // namespace
+
+// The runtime's own tables hold streams known valid; they build handles without checking again.
+struct OpenRegStreamAccess {
+  static OpenRegStream make(c10::Stream stream, sim::Stream* s) noexcept { return OpenRegStream(stream, s); }
+};
+
+OpenRegStream::OpenRegStream(c10::Stream stream) : stream_(stream), sim_(nullptr) {
+  TORCH_CHECK_VALUE(stream.device_type() == c10::DeviceType::PrivateUse1,
+                    "openreg: expected an openreg stream, got a stream of device type ", stream.device_type());
+  sim_ = resolve_sim_stream(sim_device(stream.device_index()), stream.id());
+}
+
+int OpenRegStream::priority() const noexcept {
+  return sim::cuda_stream_priority(sim_->priority());
+}
+
+bool OpenRegStream::query() const {
+  return translate_sim_errors([&] { return sim_->query(); });
+}
+
+void OpenRegStream::synchronize() const {
+  translate_sim_errors([&] { sim_->synchronize(); });
+}
+
+OpenRegStream current_openreg_stream(c10::DeviceIndex index) {
+  // Hot path: one thread-local read. A slot is filled only after its index was checked, and the
+  // bad-fork check (a relaxed atomic load) keeps a forked child from using its parent's streams.
+  if (static_cast<std::make_unsigned_t<c10::DeviceIndex>>(index) < kMaxDevices) {
+    const CurrentStream& slot = tls_current_streams[index];
+    if (slot.sim != nullptr && !is_in_bad_fork()) {
+      return OpenRegStreamAccess::make(make_stream(index, slot.id), slot.sim);
+    }
+  }
+  sim::Device& device = sim_device(index);  // checks the index (and the fork)
+  CurrentStream& slot = tls_current_streams[index];
+  slot.sim = resolve_sim_stream(device, slot.id);
+  return OpenRegStreamAccess::make(make_stream(index, slot.id), slot.sim);
+}
+
+OpenRegStream default_openreg_stream(c10::DeviceIndex index) {
+  sim::Device& device = sim_device(index);
+  return OpenRegStreamAccess::make(make_stream(index, sim::kDefaultStreamId), device.default_stream().get());
+}
+
+OpenRegStream exchange_openreg_stream(const OpenRegStream& stream) {
+  OpenRegStream previous = current_openreg_stream(stream.device_index());
+  tls_current_streams[stream.device_index()] = CurrentStream{stream.id(), &stream.sim()};
+  return previous;
+}
 
 namespace detail {
 
@@ -118,7 +185,14 @@ void check_device_index(c10::DeviceIndex index) {
 }
 
 c10::DeviceIndex checked_device_index(std::int64_t index) {
+  // Hot path (every factory, guard and stream lookup): the count is fixed once the runtime started,
+  // so a cached copy answers; relaxed, because the value itself is all that is shared (a thread that
+  // sees 0 takes the full path below).
+  static std::atomic<int> started_count{0};
+  const int known = started_count.load(std::memory_order_relaxed);
+  if (index >= 0 && index < known && !is_in_bad_fork()) return static_cast<c10::DeviceIndex>(index);
   const int count = runtime().device_count();
+  started_count.store(count, std::memory_order_relaxed);
   if (index < 0 || index >= count) {
     throw_invalid_device(index, count);
   }
@@ -148,18 +222,17 @@ sim::Device& sim_device(c10::DeviceIndex index) {
 }
 
 c10::Stream current_stream(c10::DeviceIndex index) {
+  // Only the id: naming the current stream neither starts the device nor resolves its sim stream.
   check_device_index(index);
-  return make_stream(index, tls_current_streams[index]);
+  return make_stream(index, tls_current_streams[index].id);
 }
 
 c10::Stream exchange_stream(c10::Stream stream) {
-  sim_stream(stream);  // validates type, device and id before it becomes current
-  const auto index = stream.device_index();
-  return make_stream(index, std::exchange(tls_current_streams[index], stream.id()));
+  return exchange_openreg_stream(OpenRegStream(stream)).unwrap();  // checked before it becomes current
 }
 
 c10::Stream default_stream(c10::DeviceIndex index) {
-  check_device_index(index);
+  check_device_index(index);  // like current_stream: the device need not start
   return make_stream(index, sim::kDefaultStreamId);
 }
 
@@ -182,29 +255,21 @@ c10::Stream stream_from_pool(c10::DeviceIndex index, int priority) {
 }
 
 sim::Stream& sim_stream(const c10::Stream& stream) {
-  TORCH_CHECK_VALUE(stream.device_type() == c10::DeviceType::PrivateUse1,
-                    "openreg: expected an openreg stream, got a stream of device type ",
-                    stream.device_type());
-  sim::Device& device = sim_device(stream.device_index());
-  if (stream.id() == sim::kDefaultStreamId) {
-    return *device.default_stream();
-  }
-  // The device keeps every stream it created alive (we never destroy streams), so the reference
-  // outlives the shared_ptr returned by the lookup.
-  return *translate_sim_errors([&] { return device.stream(stream.id()); });
+  return OpenRegStream(stream).sim();
 }
 
 int stream_priority(const c10::Stream& stream) {
-  return sim::cuda_stream_priority(sim_stream(stream).priority());
+  return OpenRegStream(stream).priority();
 }
 
 sim::Stream& current_sim_stream(c10::DeviceIndex index) {
-  return sim_stream(current_stream(index));
+  return current_openreg_stream(index).sim();
 }
 
 void synchronize_device(c10::DeviceIndex index) {
   sim::Device& device = sim_device(index);
   translate_sim_errors([&] { device.synchronize(); });
+  ::openreg::sanitizer::on_device_sync(index);
 }
 
 std::uint64_t device_busy_time_ns(c10::DeviceIndex index) {

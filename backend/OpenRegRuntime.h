@@ -1,12 +1,15 @@
 #pragma once
 // The backend's view of the simulated runtime: device selection (per host thread, like CUDA), the
-// mapping between c10::Stream and sim::Stream, and the translation of sim errors into PyTorch errors.
+// mapping between c10::Stream and sim::Stream (through the typed handle OpenRegStream, see
+// backend/OpenRegStream.h), and the translation of sim errors into PyTorch errors.
 // Everything in backend/ reaches the sim layer through these functions.
 //
 // Thread-safety: every function may be called from any thread.
 
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
+
+#include "backend/OpenRegStream.h"
 
 #include <openreg/sim/device.h>
 #include <openreg/sim/runtime.h>
@@ -40,7 +43,8 @@ c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 //! The sim device (started on first use; checked).
 ::openreg::sim::Device& sim_device(c10::DeviceIndex index);
 
-//! The calling thread's current stream on `index` (the default stream until changed).
+//! The calling thread's current stream on `index` (the default stream until changed); checks the index
+//! but does not start the device (current_openreg_stream resolves the sim stream too).
 c10::Stream current_stream(c10::DeviceIndex index);
 //! Makes `stream` current for its device on the calling thread; returns the previous one.
 c10::Stream exchange_stream(c10::Stream stream);
@@ -58,8 +62,9 @@ using ::openreg::sim::kGreatestStreamPriority;
 using ::openreg::sim::kLeastStreamPriority;
 
 //! The sim stream behind a c10::Stream of type PrivateUse1 (checked: wrong type, device, unknown id).
+//! Shorthand for OpenRegStream(stream).sim(); code that uses a stream more than once keeps the handle.
 ::openreg::sim::Stream& sim_stream(const c10::Stream& stream);
-//! Shorthand for sim_stream(current_stream(index)).
+//! Shorthand for current_openreg_stream(index).sim() (a thread-local read once resolved).
 ::openreg::sim::Stream& current_sim_stream(c10::DeviceIndex index);
 
 //! Blocks until all work on every stream of the device has run (raises the first failed item).

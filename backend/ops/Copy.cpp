@@ -12,8 +12,8 @@
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegSyncDebug.h"
-#include "backend/ops/ExecuteAliases.h"
-#include "backend/ops/ExecuteThreads.h"
+#include "backend/ops/engine/Arguments.h"
+#include "backend/ops/engine/Launch.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
@@ -24,13 +24,15 @@
 #include <openreg/sim/event.h>
 
 #include <array>
+#include <utility>
 
 namespace at::openreg {
 
 namespace {
 
 namespace sim = ::openreg::sim;
-using c10::openreg::current_sim_stream;
+using c10::openreg::current_openreg_stream;
+using c10::openreg::OpenRegStream;
 using c10::openreg::translate_sim_errors;
 
 bool is_openreg(const at::Tensor& t) {
@@ -61,44 +63,40 @@ std::size_t span_bytes(const at::Tensor& t) {
 // by a host callback after the copy (CUDA's host allocator guards pinned buffers with events; keeping
 // them is equivalent). Device sides are not kept: a freed device block is reused only in stream order
 // (Note [Stream-ordered device memory] in OpenRegAllocator.cpp). The callback holds storages, never
-// the caller's tensors (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp). The pointers
+// the caller's tensors (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp). The pointers
 // are taken now, so later metadata changes of dst or src on the host do not move the copy.
-void enqueue_byte_copy(sim::Stream& stream, const at::Tensor& dst, const at::Tensor& src) {
+void enqueue_byte_copy(const OpenRegStream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TORCH_INTERNAL_ASSERT(byte_copyable(src, dst));
   translate_sim_errors([&] {
-    stream.copy(dst.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), "openreg::copy");
+    stream.sim().copy(dst.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), "openreg::copy");
     std::array<c10::Storage, 2> keep;
     std::size_t n = 0;
     for (const at::Tensor* t : {&dst, &src}) {
       if (!is_openreg(*t)) keep[n++] = t->storage();
     }
-    if (n > 0) stream.host_callback("openreg::copy_release", [keep = std::move(keep)] {});
+    if (n > 0) stream.sim().host_callback("openreg::copy_release", [keep = std::move(keep)] {});
   });
 }
 
-// Enqueues a kernel on `stream` (of device `index`) that runs dst.copy_(src) on CPU aliases: handles
-// dtype conversion, strides, broadcasting and conj/neg bits. Both tensors are openreg tensors.
-void enqueue_kernel_copy(sim::Stream& stream, c10::DeviceIndex index, const at::Tensor& dst, const at::Tensor& src) {
+// Enqueues a kernel on `stream` that runs dst.copy_(src) on CPU aliases: handles dtype conversion,
+// strides, broadcasting and conj/neg bits. Both tensors are openreg tensors.
+void enqueue_kernel_copy(const OpenRegStream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TORCH_INTERNAL_ASSERT(is_openreg(dst) && is_openreg(src), "kernel copies run on device memory only");
-  const int threads = stream.device().compute_threads();
   // Aliases are made now (metadata as of enqueue, see fill_ in Factory.cpp); one converter, so an
   // overlapping src and dst keep sharing memory, as on CPU. The item owns the aliases only (TensorImpls
   // no one else sees), never dst, src or their memory (Note [Work items hold CPU aliases, not tensors]
-  // in Fallback.cpp).
+  // in engine/AsyncPath.cpp).
   AliasConverter aliases(AliasTarget::kCpu);
   at::Tensor cpu_dst = aliases.convert(dst);
   at::Tensor cpu_src = aliases.convert(src);
-  translate_sim_errors([&] {
-    stream.launch("aten::copy_", [cpu_dst = std::move(cpu_dst), cpu_src = std::move(cpu_src), index,
-                                  threads]() mutable {
-      IntraOpThreadsScope scope(index, threads);
-      cpu_dst.copy_(cpu_src);
-    });
-  });
+  auto kernel = [cpu_dst = std::move(cpu_dst), cpu_src = std::move(cpu_src)]() mutable { cpu_dst.copy_(cpu_src); };
+  static_assert(kTravelsInline<decltype(kernel)>, "kernel copies travel inline");
+  launch_kernel(stream, "aten::copy_", std::move(kernel));
 }
 
-void wait_for(sim::Stream& stream) {
-  translate_sim_errors([&] { stream.synchronize(); });
+void wait_for(const OpenRegStream& stream) {
+  stream.synchronize();
+  ::openreg::sanitizer::on_host_wait(stream);  // a blocking copy orders the host after the stream
 }
 
 bool is_pinned(const at::Tensor& host) {
@@ -108,7 +106,7 @@ bool is_pinned(const at::Tensor& host) {
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (!(non_blocking && is_pinned(src) && byte_copyable(src, dst))) c10::openreg::warn_or_error_on_sync();
   const c10::DeviceIndex index = dst.device().index();
-  sim::Stream& stream = current_sim_stream(index);
+  const OpenRegStream stream = current_openreg_stream(index);
   if (byte_copyable(src, dst)) {
     enqueue_byte_copy(stream, dst, src);
     if (!(non_blocking && is_pinned(src))) {
@@ -126,7 +124,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
   } else {
     at::Tensor staging = at::empty(dst.sizes(), dst.options());
     enqueue_byte_copy(stream, staging, host);
-    enqueue_kernel_copy(stream, index, dst, staging);
+    enqueue_kernel_copy(stream, dst, staging);
   }
   wait_for(stream);
 }
@@ -134,7 +132,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (!(non_blocking && is_pinned(dst) && byte_copyable(src, dst))) c10::openreg::warn_or_error_on_sync();
   const c10::DeviceIndex index = src.device().index();
-  sim::Stream& stream = current_sim_stream(index);
+  const OpenRegStream stream = current_openreg_stream(index);
   if (byte_copyable(src, dst)) {
     enqueue_byte_copy(stream, dst, src);
     if (!(non_blocking && is_pinned(dst))) {
@@ -147,7 +145,7 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
   at::Tensor dense = src;
   if (!is_plain_dense(src)) {
     dense = at::empty(src.sizes(), src.options());
-    enqueue_kernel_copy(stream, index, dense, src);
+    enqueue_kernel_copy(stream, dense, src);
   }
   at::Tensor host = at::empty_strided(dense.sizes(), dense.strides(), dst.options().dtype(dense.scalar_type()));
   enqueue_byte_copy(stream, host, dense);
@@ -158,22 +156,22 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
 void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   const c10::DeviceIndex src_index = src.device().index();
   const c10::DeviceIndex dst_index = dst.device().index();
-  sim::Stream& src_stream = current_sim_stream(src_index);
+  const OpenRegStream src_stream = current_openreg_stream(src_index);
   if (src_index == dst_index) {
     if (byte_copyable(src, dst)) {
       enqueue_byte_copy(src_stream, dst, src);
     } else {
-      enqueue_kernel_copy(src_stream, src_index, dst, src);
+      enqueue_kernel_copy(src_stream, dst, src);
     }
     return;
   }
-  sim::Stream& dst_stream = current_sim_stream(dst_index);
+  const OpenRegStream dst_stream = current_openreg_stream(dst_index);
   // The peer copy moves plain dense bytes; gather on the source device and scatter on the destination
   // device when the layouts need it.
   at::Tensor from = src;
   if (!is_plain_dense(src)) {
     from = at::empty(src.sizes(), src.options());
-    enqueue_kernel_copy(src_stream, src_index, from, src);
+    enqueue_kernel_copy(src_stream, from, src);
   }
   at::Tensor to = byte_copyable(from, dst)
                       ? dst
@@ -186,18 +184,18 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     // Like CUDA: the copy runs on the source's current stream, after the destination's current stream
     // reached this point (earlier readers/writers of dst are done) ...
     auto dst_ready = sim::Event::create();
-    dst_stream.record(dst_ready);
-    src_stream.wait(dst_ready);
+    dst_stream.sim().record(dst_ready);
+    src_stream.sim().wait(dst_ready);
   });
   enqueue_byte_copy(src_stream, to, from);
   translate_sim_errors([&] {
     // ... and work enqueued later on the destination's current stream sees the copied bytes.
     auto copied = sim::Event::create();
-    src_stream.record(copied);
-    dst_stream.wait(copied);
+    src_stream.sim().record(copied);
+    dst_stream.sim().wait(copied);
   });
   if (!to.is_same(dst)) {
-    enqueue_kernel_copy(dst_stream, dst_index, dst, to);
+    enqueue_kernel_copy(dst_stream, dst, to);
   }
 }
 
@@ -211,7 +209,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   at::assert_no_internal_overlap(dst);
   // copy_ broadcasts the source to the destination's shape.
   const at::Tensor from = src.sizes() == dst.sizes() ? src : src.expand_as(dst);
-  ::openreg::sanitizer::on_copy(from, dst, non_blocking);
+  ::openreg::sanitizer::on_copy(from, dst);
   if (is_openreg(dst) && from.device().is_cpu()) {
     copy_host_to_device(from, dst, non_blocking);
   } else if (is_openreg(from) && dst.device().is_cpu()) {

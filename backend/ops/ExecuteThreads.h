@@ -3,9 +3,9 @@
 //
 // ATen's CPU kernels parallelize with OpenMP, whose thread count is a per-thread setting (the
 // nthreads ICV of the calling thread), and MKL likewise has a per-thread setting. A kernel that runs
-// alone on a device may use all the device's compute threads; kernels of several streams running at
-// once on the device split them, so the device never runs more threads than it was given and two
-// devices never oversubscribe the machine between them.
+// alone may use all the device's compute threads (all cores by default); kernels running at once split
+// them, on one device (its cap) and across devices (the machine's cores, which all devices' arenas
+// share: Note [Elastic device concurrency]), so kernels together never oversubscribe the machine.
 //
 // Thread-safety: each scope touches only the calling thread's settings and an atomic counter per device.
 
@@ -13,8 +13,8 @@ namespace at::openreg {
 
 class IntraOpThreadsScope {
  public:
-  //! Counts this kernel as running on `device` (which has `compute_threads` threads) and sets the
-  //! calling thread's OpenMP/MKL thread count to its share.
+  //! Counts this kernel as running on `device` (whose arena cap is `compute_threads`) and sets the
+  //! calling thread's OpenMP/MKL thread count to its share of the device and of the machine.
   IntraOpThreadsScope(int device, int compute_threads);
   ~IntraOpThreadsScope();  // uncounts the kernel
   IntraOpThreadsScope(const IntraOpThreadsScope&) = delete;

@@ -1,16 +1,18 @@
 // Factory kernels for openreg: empty / empty_strided allocate through the caching device allocator on
-// the requested device; fill_ is enqueued on the current stream like any kernel.
+// the requested device; fill_ is enqueued on the current stream like any kernel (launch_kernel).
 
 #include "backend/sanitizer/Sanitizer.h"
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
-#include "backend/ops/ExecuteAliases.h"
-#include "backend/ops/ExecuteThreads.h"
+#include "backend/ops/engine/Arguments.h"
+#include "backend/ops/engine/Launch.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <utility>
 
 namespace at::openreg {
 
@@ -40,7 +42,8 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<c10::ScalarTy
                                std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   check_factory_options(layout, pin_memory);
   const c10::Device d = resolve_device(device);
-  c10::DeviceGuard guard(d);  // the allocator allocates on the current device
+  c10::OptionalDeviceGuard guard;  // the allocator allocates on the current device
+  if (d.index() != current_device()) guard.reset_device(d);
   return at::detail::empty_generic(size, &c10::openreg::device_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -51,7 +54,8 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                          std::optional<bool> pin_memory) {
   check_factory_options(layout, pin_memory);
   const c10::Device d = resolve_device(device);
-  c10::DeviceGuard guard(d);
+  c10::OptionalDeviceGuard guard;
+  if (d.index() != current_device()) guard.reset_device(d);
   return at::detail::empty_strided_generic(size, stride, &c10::openreg::device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
@@ -61,20 +65,13 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) {
     return self;
   }
-  const c10::DeviceIndex index = self.device().index();
-  ::openreg::sanitizer::on_tensor("aten::fill_.Scalar", self, /*write=*/true);
-  auto& stream = c10::openreg::current_sim_stream(index);
-  const int threads = stream.device().compute_threads();
+  ::openreg::sanitizer::on_kernel("aten::fill_.Scalar", {}, {&self});
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
   // t_, set_) cannot change what the pending kernel writes. The item owns the alias only, neither
-  // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in Fallback.cpp).
-  c10::openreg::translate_sim_errors([&] {
-    stream.launch("aten::fill_.Scalar",
-                  [alias = cpu_alias_of(self), value, index, threads] {
-                    IntraOpThreadsScope scope(index, threads);
-                    alias.fill_(value);
-                  });
-  });
+  // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp).
+  auto kernel = [alias = cpu_alias_of(self), value = c10::Scalar(value)] { alias.fill_(value); };
+  static_assert(kTravelsInline<decltype(kernel)>, "fill_ travels inline");
+  launch_kernel(c10::openreg::current_openreg_stream(self.device().index()), "aten::fill_.Scalar", std::move(kernel));
   return self;
 }
 

@@ -9,45 +9,10 @@
 #include <torch/library.h>
 
 #include <string>
-#include <string_view>
 #include <unordered_map>
 
 namespace at::openreg {
 namespace {
-
-enum class Verdict { kRuns, kNoCpuKernel, kQuantized, kSparse };
-
-// aten ops that turn dense tensors into quantized ones (their CPU kernels exist, but openreg has no
-// quantized tensors: their results would come back as dense tensors of the wrong type).
-bool makes_quantized_tensors(std::string_view name) {
-  constexpr std::string_view prefixes[] = {
-      "aten::quantize_per_",        "aten::_make_per_tensor_quantized_tensor",
-      "aten::_make_per_channel_quantized_tensor", "aten::_empty_affine_quantized",
-      "aten::_empty_per_channel_affine_quantized", "quantized::",
-  };
-  for (auto p : prefixes) {
-    if (name.substr(0, p.size()) == p) return true;
-  }
-  return false;
-}
-
-// aten ops that turn dense tensors into sparse ones.
-bool makes_sparse_tensors(std::string_view name) {
-  constexpr std::string_view prefixes[] = {"aten::to_sparse", "aten::_to_sparse", "aten::_sparse_", "aten::sparse_"};
-  for (auto p : prefixes) {
-    if (name.substr(0, p.size()) == p) return true;
-  }
-  return false;
-}
-
-Verdict verdict_for(const c10::OperatorHandle& op, const ExecutePlan& plan) {
-  if (makes_quantized_tensors(plan.name)) return Verdict::kQuantized;
-  if (makes_sparse_tensors(plan.name)) return Verdict::kSparse;
-  // The computed CPU entry covers CPU kernels and the composite kernels CPU inherits: exactly what the
-  // fallback's redispatch to CPU would find.
-  if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) return Verdict::kNoCpuKernel;
-  return Verdict::kRuns;
-}
 
 bool is_quantized_dtype(const c10::IValue& v) {
   // A ScalarType argument arrives as an int.
@@ -97,12 +62,11 @@ void append_type(std::string& key, const at::Tensor& t) {
 }
 
 //! The argument types that decide which CPU kernel (and dtype branch) runs.
-bool type_key(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args,
+bool type_key(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
               std::string& key) {
   key.clear();
-  const ExecutePlan* plan_ptr = &plan;
+  const OpPlan* plan_ptr = &plan;
   key.append(reinterpret_cast<const char*>(&plan_ptr), sizeof(plan_ptr));
-  const auto& schema_args = op.schema().arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = args[i];
     key.push_back('|');
@@ -121,12 +85,8 @@ bool type_key(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::Array
       key.push_back('b');
     } else if (v.isInt()) {
       // ScalarType arguments are ints whose value matters (sum(dtype=...)); other ints are sizes.
-      const auto kind = schema_args[i].real_type()->kind();
-      const bool scalar_type = kind == c10::TypeKind::ScalarTypeType ||
-                               (kind == c10::TypeKind::OptionalType &&
-                                schema_args[i].real_type()->containedType(0)->kind() == c10::TypeKind::ScalarTypeType);
       key.push_back('i');
-      if (scalar_type) key.push_back(static_cast<char>(v.toInt()));
+      if (plan.args[i].scalar_type) key.push_back(static_cast<char>(v.toInt()));
     } else if (v.isNone()) {
       key.push_back('n');
     } else if (v.isString()) {
@@ -180,7 +140,7 @@ enum class ProbeResult { kRuns, kRefused, kInconclusive };
 
 //! Runs CPU's kernel on stand-ins; kRefused (with CPU's message in `refusal`) when it raises
 //! NotImplementedError.
-ProbeResult probe(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args,
+ProbeResult probe(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
                   std::string* refusal) {
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard warnings(&silent);
@@ -220,13 +180,13 @@ bool has_empty_tensor(c10::ArrayRef<c10::IValue> args) {
   return false;
 }
 
-bool probe_eligible(const ExecutePlan& plan) {
+bool probe_eligible(const OpPlan& plan) {
   if (plan.sync_only) return false;  // the sync path runs CPU's kernel at the call already
   if (plan.random && plan.generator_arg < 0) return false;
   return true;
 }
 
-void check_kernel_for_types(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args) {
+void check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (!probe_eligible(plan)) return;
   // An inconclusive probe (the stand-ins' zeros or these sizes failed first) is retried on later calls,
   // a few times: an op whose probe can never conclude must not pay for one on every call.
@@ -261,34 +221,22 @@ void check_kernel_for_types(const c10::OperatorHandle& op, const ExecutePlan& pl
 
 }  // namespace
 
-void check_op_coverage(const c10::OperatorHandle& op, const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args) {
-  // Plans live for the process and are one per operator, so a per-thread map needs no lock.
-  thread_local std::unordered_map<const ExecutePlan*, Verdict> verdicts;
-  auto it = verdicts.find(&plan);
-  if (it == verdicts.end()) it = verdicts.emplace(&plan, verdict_for(op, plan)).first;
-  switch (it->second) {
-    case Verdict::kRuns:
+void check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  switch (plan.coverage) {
+    case Coverage::kRuns:
       break;
-    case Verdict::kNoCpuKernel:
+    case Coverage::kNoCpuKernel:
       TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", plan.name,
                                   "' on openreg: the op has no kernel openreg can run (openreg executes ops ",
                                   "through their CPU kernels, and this op has none)");
-    case Verdict::kQuantized:
+    case Coverage::kMakesQuantized:
       refuse_quantized(plan.name);
-    case Verdict::kSparse:
+    case Coverage::kMakesSparse:
       refuse_sparse_op(plan.name);
   }
-  const auto& schema_args = op.schema().arguments();
-  for (size_t i = 0; i < args.size() && i < schema_args.size(); ++i) {
-    const auto& type = schema_args[i].real_type();
-    const bool scalar_type_arg = type->kind() == c10::TypeKind::ScalarTypeType ||
-                                 (type->kind() == c10::TypeKind::OptionalType &&
-                                  type->containedType(0)->kind() == c10::TypeKind::ScalarTypeType);
-    if (scalar_type_arg && is_quantized_dtype(args[i])) refuse_quantized(plan.name);
-    const bool layout_arg = type->kind() == c10::TypeKind::LayoutType ||
-                            (type->kind() == c10::TypeKind::OptionalType &&
-                             type->containedType(0)->kind() == c10::TypeKind::LayoutType);
-    if (layout_arg && is_sparse_layout(args[i])) refuse_sparse_op(plan.name);
+  for (size_t i = 0; i < args.size() && i < plan.args.size(); ++i) {
+    if (plan.args[i].scalar_type && is_quantized_dtype(args[i])) refuse_quantized(plan.name);
+    if (plan.args[i].layout && is_sparse_layout(args[i])) refuse_sparse_op(plan.name);
   }
   check_kernel_for_types(op, plan, args);
 }

@@ -9,9 +9,10 @@ openreg configuration is read once per process):
   streams    small independent kernels on two streams of one device vs one stream
   devices    the same work over openreg:0 and openreg:1 vs one device
 
-`small`, `async`, `large` and `streams` give each device all the machine's cores
-(OPENREG_COMPUTE_THREADS = cores), as CPU eager has them; `devices` keeps the default split (cores /
-device count per device), so two devices together have what one CPU process has.
+Every section runs at the DEFAULT configuration (no OPENREG_* variable: what users get; each device may
+use every core, Note [Elastic device concurrency]); `--tuned` adds each section again under the tuned
+configuration labelled beside it (OPENREG_DEVICE_COUNT=1; for `devices`, OPENREG_COMPUTE_THREADS=1).
+bench/python/default_config_bench.py has issue 10's full figure list.
 
 Usage: python bench/python/ops_bench.py [--quick] [--out bench/results/ops_bench.json]
 """
@@ -184,17 +185,19 @@ def section_devices(quick):
 
 
 SECTIONS = {
-    "small": (section_small, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
-    "async": (section_async, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
-    "large": (section_large, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
-    "streams": (section_streams, {"OPENREG_COMPUTE_THREADS": str(CORES)}),
+    "small": (section_small, {}),
+    "async": (section_async, {}),
+    "large": (section_large, {}),
+    "streams": (section_streams, {}),
     "devices": (section_devices, {}),
 }
+TUNED = {"devices": {"OPENREG_COMPUTE_THREADS": "1"}}
+TUNED_DEFAULT = {"OPENREG_DEVICE_COUNT": "1"}
 
 
-def run_section_in_subprocess(name, quick):
+def run_section_in_subprocess(name, quick, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
-    env.update(SECTIONS[name][1])
+    env.update(SECTIONS[name][1] if env_extra is None else env_extra)
     cmd = [sys.executable, os.path.abspath(__file__), "--section", name] + (["--quick"] if quick else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
@@ -202,8 +205,9 @@ def run_section_in_subprocess(name, quick):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def print_table(name, result):
-    print(f"\n== {name}: {TARGETS[name]}  (env: {SECTIONS[name][1] or 'default'})")
+def print_table(name, result, env=None):
+    env = SECTIONS[name][1] if env is None else env
+    print(f"\n== {name}: {TARGETS[name]}  (configuration: {('tuned ' + str(env)) if env else 'default'})")
     if isinstance(result, dict):
         print(f"   error: {result['error']}")
         return
@@ -219,6 +223,7 @@ def main():
     parser.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--tuned", action="store_true", help="also run each section under the tuned configuration")
     parser.add_argument("--out", default=os.path.join("bench", "results", "ops_bench.json"))
     args = parser.parse_args()
     if args.section:  # child process: one section, JSON on the last line
@@ -228,6 +233,11 @@ def main():
     for name in args.only or list(SECTIONS):
         results["sections"][name] = run_section_in_subprocess(name, args.quick)
         print_table(name, results["sections"][name])
+        if args.tuned:
+            env = TUNED.get(name, TUNED_DEFAULT)
+            results.setdefault("tuned", {})[name] = {"env": env,
+                                                     "result": run_section_in_subprocess(name, args.quick, env)}
+            print_table(name, results["tuned"][name]["result"], env)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)

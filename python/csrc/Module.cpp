@@ -8,10 +8,9 @@
 #include "backend/OpenRegGenerator.h"
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/OpenRegRuntimeTrace.h"
 #include "python/csrc/DeviceBindings.h"
 #include "python/csrc/MemoryBindings.h"
-
-#include <openreg/sim/trace.h>
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
@@ -21,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -80,19 +80,19 @@ PYBIND11_MODULE(_C, m) {
   bind_device(m);
 
   // --- device timeline (torch_openreg/trace.py writes it as Chrome trace JSON) ---
-  m.def("_trace_start", [] { ::openreg::sim::trace_start(); });
-  // Returns [(name, device, stream, kind, start_ns, end_ns, bytes)], kind numbered as sim::ItemKind.
+  m.def("_trace_start", [] { ore::trace_start(); });
+  // Returns [(name, device, stream, kind, start_ns, end_ns, bytes)], kind named by the backend
+  // ("kernel", "copy", ...).
   m.def("_trace_stop", [] {
-    std::vector<::openreg::sim::TraceRecord> records;
+    std::vector<ore::TraceItem> items;
     {
       pybind11::gil_scoped_release no_gil;
-      records = ::openreg::sim::trace_stop();
+      items = ore::trace_stop();
     }
-    pybind11::list out(records.size());
-    for (std::size_t i = 0; i < records.size(); ++i) {
-      const auto& r = records[i];
-      out[i] = pybind11::make_tuple(r.name, r.device, r.stream, static_cast<int>(r.kind), r.start_ns, r.end_ns,
-                                    r.bytes);
+    pybind11::list out(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& r = items[i];
+      out[i] = pybind11::make_tuple(r.name, r.device, r.stream, r.kind, r.start_ns, r.end_ns, r.bytes);
     }
     return out;
   });

@@ -61,7 +61,7 @@ def register_reductions() -> None:
     torch.multiprocessing, before this runs) so that openreg ones take the path above."""
     import torch.multiprocessing  # noqa: F401  (registers torch's reductions first, if torch did not yet)
 
-    reducers = ForkingPickler._extra_reducers
+    reducers = ForkingPickler._extra_reducers  # type: ignore[attr-defined]  # CPython's; typeshed lacks it
     for cls in (torch.Tensor, Parameter):
         ForkingPickler.register(cls, _tensor_reducer(reducers[cls]))
     ForkingPickler.register(torch.UntypedStorage, _storage_reducer(reducers[torch.UntypedStorage]))

@@ -44,6 +44,12 @@ def register() -> None:
         from torch_openreg import _multiprocessing
 
         _multiprocessing.register_reductions()
+        from torch_openreg._dynamo_autoload import register_when_dynamo_loads
+
+        register_when_dynamo_loads()
+        from torch_openreg import _distributed
+
+        _distributed.register()
         atexit.register(_drain_devices_at_exit)
         _registered = True
 

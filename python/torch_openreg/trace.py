@@ -3,9 +3,9 @@
     with torch.openreg.trace("run.json"):
         model(x)
 
-The file opens in Perfetto (ui.perfetto.dev) or chrome://tracing: one process per device, one thread
-(lane) per stream, plus one lane per copy direction is not needed because copies are shown on the stream
-that ordered them, with their byte counts. ``bench/python/timeline_png.py`` renders the same file to a
+The file opens in Perfetto (ui.perfetto.dev) or chrome://tracing: one process per device and one thread
+(lane) per stream. Copies appear on the stream that ordered them, with their byte counts, so they need no
+lanes of their own. ``bench/python/timeline_png.py`` renders the same file to a
 PNG Gantt chart.
 """
 
@@ -18,9 +18,6 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 __all__ = ["trace", "TraceRecord", "records_to_chrome", "write_chrome_trace"]
-
-# Item kinds as the sim layer numbers them (sim/include/openreg/sim/stream.h, ItemKind).
-_KIND_NAMES = ("kernel", "copy", "host_callback", "event_record", "event_wait")
 
 _active_lock = threading.Lock()
 _active: Optional["trace"] = None
@@ -41,8 +38,7 @@ class TraceRecord:
 
 def _collect_raw(raw) -> List[TraceRecord]:
     return [
-        TraceRecord(name, device, stream, _KIND_NAMES[kind] if 0 <= kind < len(_KIND_NAMES) else str(kind),
-                    start, end, nbytes)
+        TraceRecord(name, device, stream, kind, start, end, nbytes)
         for (name, device, stream, kind, start, end, nbytes) in raw
     ]
 
@@ -54,7 +50,7 @@ def records_to_chrome(records: List[TraceRecord]) -> dict:
     lanes = set()
     for r in records:
         lanes.add((r.device, r.stream))
-        args = {"stream": r.stream}
+        args: dict = {"stream": r.stream}
         if r.bytes:
             args["bytes"] = r.bytes
             dur_s = max(r.end_ns - r.start_ns, 1) / 1e9
@@ -99,10 +95,9 @@ class trace:
 
     def __enter__(self) -> "trace":
         global _active
-        from . import _C
-        import torch
+        from . import _C, openreg
 
-        torch.openreg._lazy_init()
+        openreg._lazy_init()
         with _active_lock:
             if _active is not None:
                 raise RuntimeError("torch.openreg.trace: a trace is already active in this process")
@@ -127,7 +122,7 @@ class trace:
 
 
 def _sync_all() -> None:
-    import torch
+    from . import openreg
 
-    for d in range(torch.openreg.device_count()):
-        torch.openreg.synchronize(d)
+    for d in range(openreg.device_count()):
+        openreg.synchronize(d)

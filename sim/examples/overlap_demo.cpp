@@ -4,6 +4,8 @@
 // Prints a table of measured times. Runs in about a second.
 
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -16,12 +18,42 @@
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/stream.h"
 #include "openreg/sim/trace.h"
-#include "bench_util.h"  // spin() and its calibration, shared with the benchmarks
 
 namespace {
 
 using namespace openreg::sim;
-using bench::spin;
+
+// The demo's kernel: pure computation for `iterations` steps (the sim layer's examples depend on the sim
+// alone, so this does not come from bench/).
+std::uint64_t spin(std::uint64_t iterations) {
+  std::uint64_t x = 88172645463325252ull;
+  for (std::uint64_t i = 0; i < iterations; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+  }
+  return x;
+}
+
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Iterations of spin() that take about `ms` milliseconds of this thread's CPU time (wall time would also
+// count time the thread was descheduled on a busy machine).
+std::uint64_t calibrate_spin(double ms) {
+  constexpr std::uint64_t kProbe = 1'000'000;
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = thread_cpu_ns();
+    volatile std::uint64_t sink = spin(kProbe);
+    (void)sink;
+    best = std::min(best, static_cast<double>(thread_cpu_ns() - t0));
+  }
+  return static_cast<std::uint64_t>(ms * 1e6 / best * kProbe);
+}
 
 constexpr double kKernelMs = 40.0;
 constexpr std::size_t kCopyBytes = 16 << 20;
@@ -61,7 +93,7 @@ int main() {
   Device& dev = runtime.device(0);
   auto a = dev.create_stream();
   auto b = dev.create_stream();
-  const std::uint64_t iters = bench::calibrate_spin(kKernelMs);
+  const std::uint64_t iters = calibrate_spin(kKernelMs);
   auto kernel = [iters] {
     volatile std::uint64_t sink = spin(iters);
     (void)sink;

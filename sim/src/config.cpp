@@ -181,7 +181,8 @@ Config Config::resolved() const {
   if (c.compute_threads < 0 || c.compute_threads > kMaxComputeThreads) {
     bad_value(kComputeThreadsVar, std::to_string(c.compute_threads), "an integer from 1 to 1024");
   }
-  if (c.compute_threads == static_cast<int>(kDerive)) c.compute_threads = std::max(1, available_cores() / c.device_count);
+  // See Note [Elastic device concurrency]: a cap, not a reservation, so every device may use every core.
+  if (c.compute_threads == static_cast<int>(kDerive)) c.compute_threads = available_cores();
   if (c.launch_queue_depth < kMinLaunchQueueDepth || c.launch_queue_depth > kMaxLaunchQueueDepth) {
     bad_value(kLaunchQueueDepthVar, std::to_string(c.launch_queue_depth),
               "an integer from " + std::to_string(kMinLaunchQueueDepth) + " to " + std::to_string(kMaxLaunchQueueDepth));

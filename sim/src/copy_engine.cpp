@@ -1,6 +1,9 @@
 #include "copy_engine.h"
 
+#include <sys/mman.h>
+
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "openreg/sim/stream.h"
@@ -9,6 +12,34 @@
 #include "work_item.h"
 
 namespace openreg::sim {
+namespace {
+
+// Note [Fresh host destinations]
+// A device-to-host copy usually lands in memory the program has just allocated (`.cpu()`, `.to("cpu")`):
+// a large buffer that glibc maps fresh and the kernel has not backed with pages yet, so the copy
+// takes one page fault (and a 4 KiB zeroing) per page, which made a 64 MiB `.cpu()` ~5x slower than
+// the same bytes host-to-device (device memory is recycled, already backed). A DMA engine writes such
+// memory at full speed; we approach it by asking for transparent huge pages on the destination's
+// whole 2 MiB-aligned interior before the memmove: 512x fewer faults. Only the advice changes (as a
+// CPU allocator with THP enabled does): contents and what the program may do with the memory do
+// not, pages already backed are not touched, and an advice the kernel refuses (THP off, range not
+// mapped by mmap) just leaves the plain path.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kAdviseAtLeast = 4 * kHugePage;
+
+void advise_huge_pages(void* dst, std::size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  if (bytes < kAdviseAtLeast) return;
+  const auto begin = (reinterpret_cast<std::uintptr_t>(dst) + kHugePage - 1) & ~(kHugePage - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(dst) + bytes) & ~(kHugePage - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)dst;
+  (void)bytes;
+#endif
+}
+
+}  // namespace
 
 CopyEngine::CopyEngine(int device, std::string name, std::uint64_t bandwidth)
     : device_(device), name_(std::move(name)), bandwidth_(bandwidth), thread_([this] { run(); }) {}
@@ -42,6 +73,7 @@ void CopyEngine::run() {
     }
     WorkItem& item = *job.item;
     const std::int64_t start = now_ns();
+    if (item.host_dst) advise_huge_pages(item.dst, item.bytes);
     std::memmove(item.dst, item.src, item.bytes);  // memmove: a same-device copy may overlap
     if (bandwidth_ != 0) {
       // The simulated transfer time, slept (not spun) so the engine costs no CPU while "busy".
@@ -50,7 +82,8 @@ void CopyEngine::run() {
       std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(start)) + duration);
     }
     if (trace_enabled()) {
-      trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, start, now_ns(), item.bytes});
+      trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, start, now_ns(), item.bytes,
+                    item.correlation, item.enqueue_ns});
     }
     // Dispatches the stream's next copies/events from this thread (Note [Dispatching off the
     // device]); may free the stream: touch neither afterwards.

@@ -1,6 +1,7 @@
 #include "openreg/sim/device.h"
 
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
 
 #include <boost/lockfree/queue.hpp>
 
@@ -24,12 +25,50 @@ namespace openreg::sim {
 namespace {
 // The device whose arena task the calling thread is running, if any (execute() runs inline there).
 thread_local const Device* tl_device = nullptr;
+
+// Relaxed loads/stores suffice: the hook is a plain function pointer with no data published with it.
+std::atomic<void (*)()> g_idle_hook{nullptr};
+
+// Calls the idle hook when a worker leaves its arena: oneTBB takes a worker out of an arena once the
+// arena has no work left for it (after a short spin), so this runs between the device's busy spells,
+// never inside a kernel.
+class IdleObserver final : public tbb::task_scheduler_observer {
+ public:
+  explicit IdleObserver(tbb::task_arena& arena) : tbb::task_scheduler_observer(arena) { observe(true); }
+  ~IdleObserver() override { observe(false); }  // before the arena goes; waits for running callbacks
+  void on_scheduler_exit(bool /*is_worker*/) override {
+    if (auto* hook = g_idle_hook.load(std::memory_order_relaxed)) hook();
+  }
+};
 }  // namespace
+
+#if defined(__SANITIZE_ADDRESS__)
+// LeakSanitizer: oneTBB allocates a proxy per observe(true) and frees it only once no worker still
+// refers to it as the last observer it notified; workers that ran in a destroyed arena keep that
+// reference until they next pass through an observer list, which may be never before exit. 40 bytes
+// per device, owned and bounded by TBB, not ours to free.
+extern "C" const char* __lsan_default_suppressions() { return "leak:tbb::detail::r1::observe\n"; }
+#endif
+
+void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(hook, std::memory_order_relaxed); }
 
 namespace detail {
 // For Note [Bounded launch queue]: enqueues from a device's compute threads never wait.
 bool on_device_compute_thread() noexcept { return tl_device != nullptr; }
 }  // namespace detail
+
+// Note [Elastic device concurrency]
+// A device's compute units are a oneTBB task_arena whose concurrency (Config::compute_threads: the
+// process's cores unless OPENREG_COMPUTE_THREADS caps it) is a cap, not a reservation. All arenas
+// draw from oneTBB's one worker pool, sized for the machine (Note [TBB worker budget]): the market
+// gives idle workers to arenas with queued tasks in proportion to their demand and takes them back
+// when an arena runs dry, so a program using one device gets every core, two busy devices share them,
+// and busy devices never run more threads between them than the pool has. Two streams of one device
+// are two drain tasks in the same arena, so they run side by side whenever two workers are free.
+// Correctness does not depend on how many workers an arena gets: every task is enqueued (oneTBB
+// guarantees enqueued tasks progress even when the market gives the arena no worker at first), and
+// each device can always hold a worker of its own, so work waiting on another device cannot starve it.
+// Intra-op parallelism inside a kernel sizes itself from the same budget (backend ExecuteThreads.cpp).
 
 struct Device::State {
   Runtime* runtime = nullptr;
@@ -49,6 +88,7 @@ struct Device::State {
   std::atomic<std::uint64_t> busy_ns{0};
   // No slot reserved for host threads: they never run device work. Declared after what tasks touch.
   tbb::task_arena arena;
+  std::unique_ptr<IdleObserver> idle_observer;  // created after the arena is initialized, destroyed first
 
   std::unique_ptr<CopyEngine> inbound;   // host -> device
   std::unique_ptr<CopyEngine> outbound;  // device -> host, device -> device, peer
@@ -84,6 +124,7 @@ Device::Device(Runtime& runtime, int index) : s_(std::make_unique<State>()) {
   s_->bandwidth = config.copy_bandwidth;
   s_->memory = std::make_unique<DeviceMemory>(index, config.memory_capacity);
   s_->arena.initialize(config.compute_threads, /*reserved_for_masters=*/0);
+  s_->idle_observer = std::make_unique<IdleObserver>(s_->arena);
   const std::string name = "openreg:" + std::to_string(index);
   s_->inbound = std::make_unique<CopyEngine>(index, name + " h2d", config.copy_bandwidth);
   s_->outbound = std::make_unique<CopyEngine>(index, name + " d2h/d2d", config.copy_bandwidth);
@@ -103,6 +144,7 @@ Device::~Device() {
   // here), arena tasks returning from drain() and submitters returning from enqueue (busy_refs).
   s_->inbound.reset();
   s_->outbound.reset();
+  s_->idle_observer.reset();
   // acquire: pairs with the releases in busy_refs' decrements, so their last touches of the state
   // happen before we free it.
   while (s_->busy_refs.load(std::memory_order_acquire) != 0) std::this_thread::yield();

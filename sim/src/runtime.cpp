@@ -3,10 +3,12 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
 #include <mutex>
+#include <set>
 #include <variant>
 #include <vector>
 
@@ -18,11 +20,17 @@ namespace openreg::sim {
 namespace {
 
 // Note [TBB worker budget]
-// TBB's default pool has cores-1 workers, shared by every arena. Our arenas reserve no slot for host
-// threads, so all device work runs on workers: the pool needs at least the sum of the live runtimes'
-// arena concurrencies. One global_control, kept at max(default, sum + 1) ("+1": TBB counts the
-// master), is re-created whenever a runtime comes or goes. The new control is built before the old
-// one is dropped; for this parameter TBB applies the smallest live value, so the limit never dips
+// Also Note [Elastic device concurrency]. Every device's arena draws its threads from oneTBB's one
+// worker pool; an arena's concurrency (Config::compute_threads, all cores by default) is only its cap,
+// and the market hands the pool's workers to the arenas that have work, in proportion to their
+// demand, moving them as demand changes. The pool is therefore sized for the machine, not for the sum
+// of the arenas: max(cores, largest arena cap, live devices) workers. "Largest cap": one device alone
+// can reach its whole OPENREG_COMPUTE_THREADS even above the core count. "Live devices": each device
+// can always hold a worker, so a device whose work waits on another device's work (Device::execute,
+// a host callback synchronizing a peer) cannot starve it of its last thread. Our arenas reserve no
+// slot for host threads, so all device work runs on workers, and TBB counts the master in its limit
+// ("+1"). One global_control, re-created whenever a runtime comes or goes; the new control is built
+// before the old one is dropped and TBB applies the smallest live value, so the limit never dips
 // below either setting in between.
 class WorkerBudget {
  public:
@@ -30,18 +38,27 @@ class WorkerBudget {
     static WorkerBudget* budget = new WorkerBudget;  // leaked: runtimes may outlive static destructors
     return *budget;
   }
-  void add(long threads) {
+  //! A runtime with `devices` arenas of concurrency `threads` came (sign +1) or went (sign -1).
+  void add(int sign, int devices, int threads) {
     std::lock_guard lock(mutex_);
-    threads_ += threads;
-    const long wanted = std::max<long>(tbb::info::default_concurrency(), threads_ + 1);
+    devices_ += sign * static_cast<long>(devices);
+    if (sign > 0) {
+      caps_.insert(threads);
+    } else {
+      auto it = caps_.find(threads);
+      if (it != caps_.end()) caps_.erase(it);
+    }
+    const long largest_cap = caps_.empty() ? 0 : *caps_.rbegin();
+    const long workers = std::max<long>({tbb::info::default_concurrency(), largest_cap, devices_});
     auto next = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                      static_cast<std::size_t>(wanted));
+                                                      static_cast<std::size_t>(workers + 1));
     control_ = std::move(next);
   }
 
  private:
   std::mutex mutex_;
-  long threads_ = 0;                                // guarded by mutex_
+  long devices_ = 0;                                // guarded by mutex_
+  std::multiset<int> caps_;                         // live runtimes' arena caps; guarded by mutex_
   std::unique_ptr<tbb::global_control> control_;    // guarded by mutex_
 };
 
@@ -68,12 +85,12 @@ Runtime::Runtime(const Config& config) : s_(std::make_unique<State>()) {
   s_->once = std::make_unique<std::once_flag[]>(n);
   s_->started = std::make_unique<std::atomic<Device*>[]>(n);
   for (int i = 0; i < n; ++i) s_->started[i].store(nullptr, std::memory_order_relaxed);
-  WorkerBudget::instance().add(static_cast<long>(n) * s_->config.compute_threads);
+  WorkerBudget::instance().add(+1, n, s_->config.compute_threads);
 }
 
 Runtime::~Runtime() {
   for (auto& device : s_->devices) device.reset();  // each waits for its work
-  WorkerBudget::instance().add(-static_cast<long>(s_->config.device_count) * s_->config.compute_threads);
+  WorkerBudget::instance().add(-1, s_->config.device_count, s_->config.compute_threads);
 }
 
 Runtime& Runtime::global() {

@@ -190,6 +190,9 @@ WorkItem* Stream::acquire_item() {
 //    enqueue), so waits point strictly backwards in issue order and cannot form a cycle with a full
 //    queue or with each other.
 void Stream::enqueue(WorkItem* item) {
+  // Read here, on the issuing thread: the tag names the host op that issued the item (trace.h).
+  item->correlation = trace_correlation();
+  item->enqueue_ns = trace_enabled() ? now_ns() : 0;
   // Counted before it is pushed, so completed <= enqueued always holds and a synchronize() that reads
   // `enqueued` after its own enqueue covers every item queued ahead of it (it then also waits for a
   // producer still held by the bound, which the same completions release).
@@ -254,6 +257,7 @@ void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* nam
   item->src = src;
   item->bytes = bytes;
   item->engine = &s_->device->copy_engine(/*inbound=*/dst_on_device && !src_on_device);
+  item->host_dst = !dst_on_device;
   enqueue(item);
 }
 
@@ -364,6 +368,16 @@ bool Stream::peek_error(std::string* message) const {
 
 void Stream::mark_destroyed() noexcept { s_->destroyed.store(true, std::memory_order_release); }
 
+namespace {
+// An event wait spans from the stream reaching it to the event completing (parked or not).
+void trace_wait(const WorkItem& item, int device, StreamId stream) {
+  if (item.wait_start_ns != 0 && trace_enabled()) {
+    trace_record({item.name, device, stream, item.kind, item.wait_start_ns, now_ns(), 0, item.correlation,
+                  item.enqueue_ns});
+  }
+}
+}  // namespace
+
 void Stream::run_task(WorkItem* item) {
   const bool tracing = trace_enabled();
   const std::int64_t start = tracing ? now_ns() : 0;
@@ -377,7 +391,8 @@ void Stream::run_task(WorkItem* item) {
     s_->record_failure(item->name, "unknown exception");
   }
   tl_running_stream = outer;
-  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
+  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation,
+                                 item->enqueue_ns});
 }
 
 WorkItem* Stream::take_next() {
@@ -399,14 +414,19 @@ bool Stream::step(WorkItem* item) {
       const bool tracing = trace_enabled();
       const std::int64_t start = tracing ? now_ns() : 0;
       complete_record(*item->record);
-      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0});
+      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation,
+                                 item->enqueue_ns});
       break;
     }
-    case ItemKind::kEventWait:
+    case ItemKind::kEventWait: {
+      // Set before a possible park: resume() records the wait from it (the item is ours until then).
+      item->wait_start_ns = trace_enabled() ? now_ns() : 0;
       // Parked: ownership (and the item) passed to the event, which resumes us; `this` must not be
       // touched any more here.
       if (!wait_or_park(*item->record, item)) return false;
+      trace_wait(*item, device_index(), s_->id);
       break;
+    }
     case ItemKind::kCopy:
       item->engine->submit(*this, item);  // parked likewise; the engine resumes us
       return false;
@@ -455,7 +475,10 @@ bool Stream::finish(WorkItem* item) {
 }
 
 void Stream::resume(WorkItem* item) {
-  if (item->kind == ItemKind::kEventWait) inherit_failure(*item->record);  // still the owner here
+  if (item->kind == ItemKind::kEventWait) {
+    inherit_failure(*item->record);  // still the owner here
+    trace_wait(*item, device_index(), s_->id);
+  }
   // On the device, not here: an event completion resumes streams from inside another stream's
   // item, and dispatching there could recurse through chains of waiting streams.
   if (finish(item)) s_->device->schedule(*this);

@@ -25,7 +25,11 @@ struct WorkItem {
   const void* src = nullptr;      // kCopy
   std::size_t bytes = 0;          // kCopy
   CopyEngine* engine = nullptr;   // kCopy: chosen at enqueue from the pointers
+  bool host_dst = false;          // kCopy: dst is host memory (see Note [Fresh host destinations])
   std::shared_ptr<EventRecord> record;  // kEventRecord: the record to complete; kEventWait: the one awaited
+  std::uint64_t correlation = 0;  // the enqueuer's trace_correlation(), for trace records
+  std::int64_t enqueue_ns = 0;    // when it was enqueued, while tracing (0 otherwise)
+  std::int64_t wait_start_ns = 0; // kEventWait: when the stream reached it, while tracing (0 otherwise)
 
   //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
   void clear() noexcept {

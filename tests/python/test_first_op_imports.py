@@ -1,10 +1,9 @@
 """The first ops on openreg do not import torch._dynamo and sympy (0.3 to 1 s), as on CUDA.
 
-Their Meta kernels are Python references; Note [Meta kernels written in Python] (backend/ops/Fallback.cpp).
+Their Meta kernels are Python references; Note [Meta kernels written in Python] (backend/ops/engine/ShapePass.cpp).
 """
 
 import pytest
-
 
 RANDOM_OPS = [
     "torch.randn(4, device='openreg')",

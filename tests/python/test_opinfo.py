@@ -111,7 +111,7 @@ def compare(actual, expected, shape_only=False, what="output"):
                 raise AssertionError(f"{what}[{i}]: {tuple(x.shape)} {x.dtype} vs CPU's {tuple(y.shape)} {y.dtype}")
             if not shape_only:
                 torch.testing.assert_close(x.detach().cpu(), y.detach(), rtol=RTOL, atol=ATOL, equal_nan=True,
-                                           check_stride=False, msg=lambda m: f"{what}[{i}]: {m}")
+                                           check_stride=False, msg=lambda m, i=i: f"{what}[{i}]: {m}")
         elif not shape_only and x != y and not (isinstance(y, float) and y != y and x != x):
             raise AssertionError(f"{what}[{i}]: {x!r} vs CPU's {y!r}")
 
@@ -176,7 +176,8 @@ def check_sample(op, sample, do_backward: bool):
     except Exception as e:  # noqa: BLE001
         if cpu_error is not None:
             return
-        raise AssertionError(f"forward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        raise AssertionError(
+            f"forward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     if cpu_error is not None:
         raise AssertionError(f"CPU raised {type(cpu_error).__name__} ({str(cpu_error).splitlines()[0]}) "
                              f"but openreg did not")
@@ -193,7 +194,8 @@ def check_sample(op, sample, do_backward: bool):
         actual_grads = backward(op, dsample, actual)
         torch.openreg.synchronize()
     except Exception as e:  # noqa: BLE001
-        raise AssertionError(f"backward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        raise AssertionError(
+            f"backward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     compare([g for g in actual_grads if g is not None], [g for g in expected_grads if g is not None],
             what="grad")
 
@@ -323,7 +325,8 @@ def supervise(args):
         crashed = last + 1
         with open(args.report) as f:
             results = json.load(f)["results"] if os.path.getsize(args.report) else {}
-        ops = load_ops() if args.full else [op for op in load_ops() if op.name in set(SUBSET) and not op.variant_test_name]
+        ops = load_ops() if args.full else [
+            op for op in load_ops() if op.name in set(SUBSET) and not op.variant_test_name]
         if args.only:
             ops = [op for op in ops if op_id(op) in set(args.only) or op.name in set(args.only)]
         if crashed >= len(ops):

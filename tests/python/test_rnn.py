@@ -108,7 +108,8 @@ def test_cells_match_cpu(cls, bias):
     h = torch.randn(3, 5)
     if cls is nn.LSTMCell:
         c = torch.randn(3, 5)
-        _check(m, lambda d: [x.detach().to(d).requires_grad_(), (h.detach().to(d).requires_grad_(), c.detach().to(d).requires_grad_())])
+        _check(m, lambda d: [x.detach().to(d).requires_grad_(),
+                             (h.detach().to(d).requires_grad_(), c.detach().to(d).requires_grad_())])
     else:
         _check(m, lambda d: [x.detach().to(d).requires_grad_(), h.detach().to(d).requires_grad_()])
 
@@ -136,4 +137,5 @@ def test_lstm_double_backward_matches_cpu():
 def test_fused_cell_rejects_mismatched_gates_at_the_call():
     g = torch.randn(2, 8, device="openreg")
     with pytest.raises(RuntimeError, match="_thnn_fused_lstm_cell"):
-        torch.ops.aten._thnn_fused_lstm_cell(g, torch.randn(2, 4, device="openreg"), torch.randn(2, 2, device="openreg"))
+        torch.ops.aten._thnn_fused_lstm_cell(
+            g, torch.randn(2, 4, device="openreg"), torch.randn(2, 2, device="openreg"))

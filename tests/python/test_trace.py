@@ -1,12 +1,10 @@
 """torch.openreg.trace: the device timeline as Chrome trace JSON, and its PNG rendering."""
 
+import importlib.util
 import json
-import os
-import sys
+from pathlib import Path
 
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "python"))
 
 
 def test_trace_records_kernels_and_copies_per_device_and_stream(tmp_path):
@@ -50,7 +48,13 @@ def test_nested_trace_is_an_error(tmp_path):
 
 
 def test_timeline_png(tmp_path):
-    from timeline_png import render
+    # The renderer is a bench tool (the code under test here, not a shared helper): loaded from its file
+    # so that the tests put nothing of bench/ on the import path.
+    source = Path(__file__).resolve().parents[2] / "bench" / "python" / "timeline_png.py"
+    spec = importlib.util.spec_from_file_location("timeline_png", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    render = module.render
 
     path = tmp_path / "run.json"
     with torch.openreg.trace(str(path)):

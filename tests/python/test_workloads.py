@@ -1,14 +1,9 @@
 """Multi-device training loops compared with the CPU: one device, data parallel over two devices in one
 process, and a two-stage pipeline over two devices (streams and events between the stages)."""
 
-import os
-import sys
-
 import pytest
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "python"))
-import workloads  # noqa: E402
+from support import workloads  # tests/support (pytest's pythonpath)
 
 EPOCHS = 3
 TWO = ["openreg:0", "openreg:1"]

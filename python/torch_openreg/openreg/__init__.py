@@ -31,6 +31,7 @@ from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     synchronize,
 )
 from ._device_index import _get_device_index  # noqa: F401
+
 # torch calls _lazy_init (first use of the device) and _is_in_bad_fork (torch.manual_seed).
 from ._initialization import (  # noqa: F401
     DeferredOpenRegCallError,
@@ -40,6 +41,8 @@ from ._initialization import (  # noqa: F401
     init,
     is_initialized,
 )
+from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
+from ._utilization import utilization
 from .memory import (
     caching_allocator_alloc,
     caching_allocator_delete,
@@ -67,8 +70,6 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
-from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
-from ._utilization import utilization
 from .streams import (
     Event,
     ExternalStream,

@@ -73,9 +73,8 @@ class device(_DeviceSelector):
     def __enter__(self) -> None:
         self.prev_idx = _exchange_device(self.idx)
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
         self.idx = _maybe_exchange_device(self.prev_idx)
-        return False
 
 
 class device_of(device):

@@ -12,6 +12,8 @@ import threading
 import traceback
 from typing import Callable
 
+from torch._utils import _LazySeedTracker
+
 from torch_openreg import _C
 
 # `_initialized` only turns True, under `_initialization_lock`, after every queued call ran; readers
@@ -24,8 +26,8 @@ _tls = threading.local()
 # Queued (callable, stack at the call) pairs, run in order at initialisation.
 _queued_calls: list[tuple[Callable[[], None], list[str]]] = []
 # Seeding calls replace each other: only the latest `manual_seed`-like and the latest
-# `manual_seed_all`-like call matter, run in the order they were made.
-_queued_seeds: dict[str, tuple[Callable[[], None], list[str]]] = {}
+# `manual_seed_all`-like call matter, run in the order they were made (torch.cuda's tracker).
+_lazy_seed_tracker = _LazySeedTracker()
 
 
 class DeferredOpenRegCallError(Exception):
@@ -49,10 +51,10 @@ def _lazy_call(callable: Callable[[], None], *, seed: bool = False, seed_all: bo
             callable()
             return
         stack = traceback.format_stack()
-        if seed or seed_all:
-            key = "seed_all" if seed_all else "seed"
-            _queued_seeds.pop(key, None)  # re-inserted last: keeps the order of the latest calls
-            _queued_seeds[key] = (callable, stack)
+        if seed_all:
+            _lazy_seed_tracker.queue_seed_all(callable, stack)
+        elif seed:
+            _lazy_seed_tracker.queue_seed(callable, stack)
         else:
             _queued_calls.append((callable, stack))
 
@@ -64,7 +66,7 @@ def init() -> None:
 
 def _lazy_init() -> None:
     """Starts the runtime once (thread-safe); raises RuntimeError in a bad fork or on bad OPENREG_* variables."""
-    global _initialized
+    global _initialized, _lazy_seed_tracker
     if is_initialized() or getattr(_tls, "is_initializing", False):
         return
     with _initialization_lock:
@@ -79,9 +81,9 @@ def _lazy_init() -> None:
         # uninitialised, so every later call reports the same error instead of half-working.
         _C._init()
         _tls.is_initializing = True
-        calls = _queued_calls + list(_queued_seeds.values())
+        calls = _queued_calls + [c for c in _lazy_seed_tracker.get_calls() if c is not None]
         _queued_calls.clear()
-        _queued_seeds.clear()
+        _lazy_seed_tracker = _LazySeedTracker()
         try:
             for queued_call, stack in calls:
                 try:

@@ -110,7 +110,9 @@ def caching_allocator_alloc(size: int, device: Device = None, stream: Optional[t
         device, stream = None, device
     if stream is None:
         idx = _index(device)
-        stream = torch.openreg.current_stream(idx)
+        from .streams import current_stream
+
+        stream = current_stream(idx)
     if not isinstance(stream, torch.Stream):
         raise TypeError("Invalid type for stream argument, must be `torch.Stream`")
     if device is None:

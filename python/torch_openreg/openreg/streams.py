@@ -106,10 +106,15 @@ class Event(metaclass=_EventMeta):
             event always blocks on a condition rather than spinning.
         interprocess (bool, optional): must be False; events cannot be shared between processes.
 
-    The event belongs to the device of the first stream that records it.
+    The event belongs to the device of the first stream that records it; recording it on another device's
+    stream raises (torch.Event's rule, as with CUDA events). The sim's Event underneath has no such rule:
+    it reports the device of its most recent record.
     """
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+    # Returns a plain torch.Event (not an instance of this class), as torch.cuda.Event's users expect.
+    def __new__(  # type: ignore[misc]
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> torch.Event:
         if interprocess:
             raise ValueError("openreg events cannot be shared between processes (interprocess=True)")
         return torch.Event(torch.device(_DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
@@ -174,13 +179,13 @@ class StreamContext:
             self.dst_prev_stream = current_stream(self.stream.device)
         torch.accelerator.set_stream(self.stream)
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
         if self.stream is None:
-            return False
+            return
         if self.dst_prev_stream is not None:
             torch.accelerator.set_stream(self.dst_prev_stream)
+        assert self.src_prev_stream is not None  # set by __enter__ whenever self.stream is
         torch.accelerator.set_stream(self.src_prev_stream)
-        return False
 
 
 def stream(stream: Optional[torch.Stream]) -> StreamContext:

@@ -10,7 +10,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <string>
 #include <initializer_list>
 #include <memory>
 
@@ -99,6 +101,29 @@ TEST(CopyTest, FillAndItemAreStreamOrdered) {
   EXPECT_THROW(t.item(), c10::Error);  // more than one element
 }
 
+// Every kernel path reports a failed kernel's c10::Error with its message alone at the next
+// synchronization (Note [Launching a kernel on a stream]): a C++ backtrace means nothing to the user.
+void expect_clean_device_error(const std::function<void()>& enqueue, const std::string& expected) {
+  enqueue();
+  try {
+    c10::openreg::synchronize_device(0);
+    ADD_FAILURE() << "the kernel did not fail";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("Exception raised from"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("frame #"), std::string::npos) << msg;
+  }
+}
+
+TEST(CopyTest, FailedFillAndCopyKernelsReportNoBacktrace) {
+  at::Tensor bytes = at::empty({4}, on(0).dtype(at::kByte));
+  expect_clean_device_error([&] { bytes.fill_(300); }, "overflow");
+  // The device keeps working afterwards.
+  bytes.fill_(7);
+  EXPECT_EQ(bytes.cpu()[3].item<int>(), 7);
+}
+
 TEST(CopyTest, PendingKernelsKeepTheMetadataTheyWereEnqueuedWith) {
   at::Tensor t = at::zeros({4, 6}).to(on(0));
   // Hold the stream so the fill below is still pending when the metadata changes.
@@ -114,9 +139,9 @@ TEST(CopyTest, PendingKernelsKeepTheMetadataTheyWereEnqueuedWith) {
 }
 
 // Work items own neither the caller's tensors nor device memory (Note [Work items hold CPU aliases,
-// not tensors] in Fallback.cpp): a tensor Python also knows must not lose its last reference on a
-// device thread, and a freed device block is reused in stream order. Host memory a copy reads or
-// writes stays alive until the copy ran.
+// not tensors] in backend/ops/engine/AsyncPath.cpp): a tensor Python also knows must not lose its last
+// reference on a device thread, and a freed device block is reused in stream order. Host memory a copy
+// reads or writes stays alive until the copy ran.
 TEST(CopyTest, PendingWorkHoldsNeitherTensorsNorDeviceMemory) {
   const at::Tensor src = sample().to(on(0));
   at::Tensor bytes = at::empty({4, 6}, on(0));

@@ -163,7 +163,7 @@ TEST(RaceChecker, FreedBlockReusedWithoutRecordStreamIsARace) {
   write(c, kDefault, 0, 64, "empty+fill_");
   c.synchronize_device(kHost, 0);
   read(c, kSide, 0, 64, "sum");                 // side stream reads, no record_stream
-  c.free_block(0, 0, 64, kDefault, {});         // freed on the default stream
+  c.free_block(kHost, 0, 0, 64, kDefault, {});         // freed on the default stream
   std::string msg = race_message([&] { write(c, kDefault, 0, 32, "normal_"); });  // reused
   EXPECT_NE(msg.find("write by normal_"), std::string::npos) << msg;
   EXPECT_NE(msg.find("read by sum"), std::string::npos) << msg;
@@ -174,7 +174,7 @@ TEST(RaceChecker, RecordStreamMakesReuseSafe) {
   write(c, kDefault, 0, 64, "fill_");
   c.synchronize_device(kHost, 0);
   read(c, kSide, 0, 64, "sum");
-  c.free_block(0, 0, 64, kDefault, {kSide});
+  c.free_block(kHost, 0, 0, 64, kDefault, {kSide});
   write(c, kDefault, 0, 32, "normal_");
   write(c, kSide, 32, 64, "normal_");  // reused by another stream: the free ordered it
   EXPECT_EQ(c.report_count(), 0u);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -154,9 +156,16 @@ TEST_F(EnvTest, CopyBandwidthRejectsRatesItCannotHonour) {
   }
 }
 
-TEST_F(EnvTest, DerivedThreadsSplitTheCoresBetweenDevices) {
+TEST_F(EnvTest, DerivedThreadsLetEveryDeviceUseEveryCore) {
+  // Note [Elastic device concurrency]: a cap per arena, not a split of the cores between devices.
+  setenv("OPENREG_DEVICE_COUNT", "1", 1);
+  const int one = Config::from_env().compute_threads;
   setenv("OPENREG_DEVICE_COUNT", "64", 1);
-  EXPECT_EQ(Config::from_env().compute_threads, 1);  // max(1, cores / 64) on any test machine
+  EXPECT_EQ(Config::from_env().compute_threads, one);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(one, CPU_COUNT(&set));  // the cores this process may run on
 }
 
 TEST_F(EnvTest, BadValuesNameTheVariableTheValueAndWhatIsAccepted) {

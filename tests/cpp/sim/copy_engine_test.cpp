@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -48,6 +50,29 @@ TEST_P(CopyTest, HostToDeviceKernelDeviceToHostRunInOrder) {
     for (int i = 0; i < kN; ++i) ASSERT_EQ(out[i], 2 * (i + round)) << "round " << round << " index " << i;
     dev.memory().free(d);
   }
+}
+
+TEST_P(CopyTest, LargeDeviceToHostIntoFreshUnalignedMemory) {
+  // Note [Fresh host destinations]: a large copy into freshly mapped host memory (whose interior gets
+  // huge-page advice) lands every byte, including the unaligned head and tail around the interior.
+  Device& dev = runtime.device(0);
+  auto s = dev.create_stream();
+  constexpr std::size_t kBytes = (std::size_t{20} << 20) + 12345;
+  void* d = dev.memory().allocate(kBytes);
+  std::vector<unsigned char> pattern(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<unsigned char>(i * 131 + 7);
+  s->copy(d, pattern.data(), kBytes);
+  auto* fresh = static_cast<unsigned char*>(mmap(nullptr, kBytes + 8192, PROT_READ | PROT_WRITE,
+                                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(fresh, MAP_FAILED);
+  unsigned char* dst = fresh + 4096 + 3;  // neither page- nor huge-page-aligned
+  s->copy(dst, d, kBytes);
+  s->synchronize();
+  EXPECT_EQ(std::memcmp(dst, pattern.data(), kBytes), 0);
+  EXPECT_EQ(fresh[4096 + 2], 0);  // nothing written before the destination
+  EXPECT_EQ(dst[kBytes], 0);      // nor after it
+  munmap(fresh, kBytes + 8192);
+  dev.memory().free(d);
 }
 
 TEST_P(CopyTest, PeerCopyThenUseOnTheOtherDevice) {

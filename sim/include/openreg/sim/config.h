@@ -20,7 +20,7 @@ inline constexpr std::uint64_t kMaxLaunchQueueDepth = std::uint64_t{1} << 20;
 //! Plain value type; not thread-safe to mutate while shared, safe to copy.
 struct Config {
   int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..64
-  int compute_threads = kDerive;                        //!< OPENREG_COMPUTE_THREADS: threads of each device's arena
+  int compute_threads = kDerive;                        //!< OPENREG_COMPUTE_THREADS: cap on each device's arena
   std::uint64_t memory_capacity = kDerive;              //!< OPENREG_MEMORY_CAPACITY: bytes per device
   std::uint64_t copy_bandwidth = kUnlimitedBandwidth;   //!< OPENREG_COPY_BANDWIDTH: bytes/s per copy engine
   //! OPENREG_LAUNCH_QUEUE_DEPTH: work items a stream holds queued (not yet completed) before the host
@@ -33,7 +33,8 @@ struct Config {
   static Config from_env();
 
   //! A copy with every kDerive field filled in and every field validated (throws ConfigError):
-  //! compute_threads = max(1, hardware cores / device_count), so devices together never oversubscribe;
+  //! compute_threads = the cores this process may run on: each arena's cap, not a reservation; all
+  //! devices share oneTBB's one worker pool (Note [Elastic device concurrency] in device.cpp);
   //! memory_capacity = physical memory / (2 * device_count).
   Config resolved() const;
 };

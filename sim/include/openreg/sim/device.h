@@ -15,6 +15,13 @@ namespace openreg::sim {
 class Runtime;
 class CopyEngine;  // private to the library
 
+//! Installs `hook` (nullptr: none), called on a compute thread each time it leaves a device's arena
+//! because that device has no more work for it for now. For per-thread resources that a kernel
+//! library keeps between kernels and that cost the rest of the process while they live (an OpenMP
+//! team: see backend/ops/ExecuteThreads.cpp). It must not throw or block on device work. Any thread,
+//! any time; devices read it at each exit.
+void set_compute_thread_idle_hook(void (*hook)()) noexcept;
+
 class Device {
  public:
   Device(const Device&) = delete;

@@ -1,6 +1,6 @@
 #pragma once
-// ExecutePlan: what the general op fallback needs to know about an operator, derived once from its
-// schema and cached per operator (see Note [Op execution on openreg] in Fallback.cpp).
+// OpPlan: what the op engine needs to know about an operator, derived once from its schema (and the
+// policy table, OpPolicy.h) and cached per operator (Note [Op execution on openreg] in OpEngine.cpp).
 //
 // Thread-safety: plan_for() may be called from any thread; a returned plan is immutable and lives as
 // long as the process.
@@ -29,6 +29,16 @@ struct ArgPlan {
   ArgKind kind = ArgKind::kOther;
   bool written = false;   //!< alias annotation with '!': in-place self or out=
   bool optional = false;  //!< the type accepts None
+  bool scalar_type = false;  //!< ScalarType or ScalarType? (arrives as an int): coverage checks it
+  bool layout = false;       //!< Layout or Layout? (arrives as an int): coverage checks it
+};
+
+//! Whether openreg can run the op at all (Note [Op coverage is decided at the call] in OpCoverage.h).
+enum class Coverage : std::uint8_t {
+  kRuns,
+  kNoCpuKernel,     //!< no CPU kernel (nor a composite one CPU inherits) to run
+  kMakesQuantized,  //!< makes quantized tensors (OpPolicy.h): openreg has none
+  kMakesSparse,     //!< makes sparse tensors (OpPolicy.h): openreg has none
 };
 
 //! How one return value relates to the arguments.
@@ -47,7 +57,8 @@ struct ReturnPlan {
 };
 
 //! Everything the fallback derives from a schema.
-struct ExecutePlan {
+struct OpPlan {
+  std::optional<c10::OperatorHandle> op;  //!< the operator (always set)
   const char* name = nullptr;  //!< interned "aten::add.Tensor", the work item's name
   std::vector<ArgPlan> args;
   std::vector<ReturnPlan> returns;
@@ -58,20 +69,22 @@ struct ExecutePlan {
   int generator_arg = -1;     //!< index of the Generator? argument, or -1
   bool writes = false;        //!< some argument is written
   //! The op's Meta kernel is a Python function (torch/_meta_registrations.py and friends): see
-  //! Note [Meta kernels written in Python] in Fallback.cpp.
+  //! Note [Meta kernels written in Python] in ShapePass.cpp.
   bool meta_in_python = false;
   //! For functional ops (every return kFresh and a plain Tensor): the out= overload whose arguments
   //! are this op's arguments followed by one out tensor per return, so the kernel writes straight into
   //! the preallocated outputs.
   std::optional<c10::OperatorHandle> out_op;
-  //! Set once the out= overload failed where the functional op works (see OpWorkItem::run).
+  //! Set once the out= overload failed where the functional op works (see OpWorkItem in AsyncPath.cpp).
   mutable std::atomic<bool> out_op_unreliable{false};
-  //! Index of the `training` flag of native_batch_norm-like ops, whose meta kernels size the saved
-  //! statistics even when CPU returns them empty (training=False); -1 for other ops.
-  int batch_norm_training_arg = -1;
+  //! Index of a bool argument without which the shape pass disagrees with CPU (batch norm's
+  //! `training`: OpPolicy.h), or -1.
+  int shape_pass_valid_if_arg = -1;
+  //! Whether the op can run on openreg at all (checked at every call, before anything is queued).
+  Coverage coverage = Coverage::kRuns;
 };
 
 //! The plan of `op` (built on first use, then cached).
-const ExecutePlan& plan_for(const c10::OperatorHandle& op);
+const OpPlan& plan_for(const c10::OperatorHandle& op);
 
 }  // namespace at::openreg

@@ -1,4 +1,4 @@
-#include "backend/ops/ExecuteMetaCache.h"
+#include "backend/ops/engine/ShapePassCache.h"
 
 #include <cstring>
 #include <unordered_map>
@@ -153,7 +153,7 @@ bool MetaSignature::add_value(const c10::IValue& v) {
   return true;
 }
 
-bool MetaSignature::build(const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args) {
+bool MetaSignature::build(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   words_.clear();
   storages_.clear();
   words_.push_back(reinterpret_cast<int64_t>(&plan));

@@ -1,7 +1,8 @@
 #pragma once
-// Stand-ins for openreg tensors that kernels of other dispatch keys can take: Meta tensors (metadata
-// only, to compute output shapes on the host) and zero-copy CPU aliases (device memory is host memory,
-// so a CPU tensor over the same bytes lets a CPU kernel run on the device's data).
+// Argument conversion: stand-ins for openreg tensors that kernels of other dispatch keys can take: Meta
+// tensors (metadata only, to compute output shapes on the host) and zero-copy CPU aliases (device memory
+// is host memory, so a CPU tensor over the same bytes lets a CPU kernel run on the device's data); and
+// what the other arguments (generators, devices, host tensors) become.
 //
 // A converter maps each distinct openreg storage to ONE stand-in storage, so tensors that share memory
 // still share it after conversion: the CPU kernels' overlap checks ("unsupported operation: some
@@ -10,9 +11,14 @@
 //
 // Thread-safety: a converter is used by one thread at a time.
 
-#include <ATen/core/Tensor.h>
-#include <c10/core/Storage.h>
+#include "backend/ops/engine/OpPlan.h"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Storage.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -20,7 +26,7 @@ namespace at::openreg {
 
 //! What an openreg storage becomes: a Meta storage, a CPU alias of the device bytes, or CPU scratch
 //! bytes of the same size (uninitialised; for running a CPU kernel only to see the results' geometry,
-//! Note [Meta kernels written in Python] in Fallback.cpp).
+//! Note [Meta kernels written in Python] in ShapePass.cpp).
 enum class AliasTarget { kMeta, kCpu, kCpuScratch };
 
 class AliasConverter {
@@ -39,11 +45,25 @@ class AliasConverter {
 
   AliasTarget target_;
   // Few storages per op: a linear scan beats hashing.
-  std::vector<std::pair<c10::Storage, c10::Storage>> storages_;  // (openreg, stand-in)
+  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;  // (openreg, stand-in)
 };
 
 //! A CPU tensor over `t`'s device memory (no ownership; `t` must outlive it). For single tensors
 //! outside a converter, e.g. host-side copies into a freshly allocated output.
 at::Tensor cpu_alias_of(const at::Tensor& t);
+
+//! Replaces openreg tensors (also inside lists), generators and devices of one argument by their Meta
+//! or CPU stand-ins. `cpu_generator` is what a Generator argument becomes (None for the shape pass);
+//! `device_type` what an openreg Device argument becomes.
+c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv,
+                        const c10::IValue& cpu_generator, c10::DeviceType device_type);
+
+//! The argument as a work item captures it: CPU tensors (read when the item runs, like CUDA reads them
+//! when the op is issued) are copied; Python numbers wrapped as tensors and openreg tensors are not.
+c10::IValue snapshot_cpu_tensors(c10::IValue v, const ArgPlan& a);
+
+//! The seed a random op takes when it is issued (Note [Random ops take their seed at enqueue time] in
+//! OpenRegGenerator.h), from its Generator argument or its device's default generator; 0 for other ops.
+std::uint64_t take_seed(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device);
 
 }  // namespace at::openreg

@@ -1,5 +1,5 @@
 #pragma once
-// ExecuteMetaCache: remembers what the meta pass of an op computed for a given argument signature.
+// ShapePassCache: remembers what the meta pass of an op computed for a given argument signature.
 //
 // The meta pass only reads metadata (sizes, strides, offsets, dtypes, which arguments share memory) and
 // non-tensor arguments, so its outcome is a pure function of them. Many meta kernels are Python
@@ -8,7 +8,7 @@
 //
 // Thread-safety: the cache is per host thread (no locks); entries are immutable once stored.
 
-#include "backend/ops/ExecutePlan.h"
+#include "backend/ops/engine/OpPlan.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
@@ -42,7 +42,7 @@ class MetaSignature {
  public:
   //! Builds the signature of `args`; false when they cannot be cached (a CPU tensor with more than
   //! one element, whose data a meta kernel may read, or an argument type without a stable encoding).
-  bool build(const ExecutePlan& plan, c10::ArrayRef<c10::IValue> args);
+  bool build(const OpPlan& plan, c10::ArrayRef<c10::IValue> args);
 
   std::uint64_t hash() const noexcept { return hash_; }
   const std::vector<int64_t>& words() const noexcept { return words_; }

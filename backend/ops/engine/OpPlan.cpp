@@ -1,4 +1,6 @@
-#include "backend/ops/ExecutePlan.h"
+#include "backend/ops/engine/OpPlan.h"
+
+#include "backend/ops/engine/OpPolicy.h"
 
 #include <ATen/core/enum_tag.h>
 #include <ATen/core/jit_type.h>
@@ -10,7 +12,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace at::openreg {
 namespace {
@@ -30,6 +31,10 @@ c10::TypePtr unwrap_optional(const c10::TypePtr& t, bool* optional) {
 ArgPlan classify_argument(const c10::Argument& a) {
   ArgPlan plan;
   plan.written = a.alias_info() != nullptr && a.alias_info()->isWrite();
+  bool real_optional = false;
+  const auto real = unwrap_optional(a.real_type(), &real_optional);  // ScalarType/Layout: `type()` says int
+  plan.scalar_type = real->kind() == c10::TypeKind::ScalarTypeType;
+  plan.layout = real->kind() == c10::TypeKind::LayoutType;
   auto type = unwrap_optional(a.type(), &plan.optional);
   if (is_tensor(type)) {
     plan.kind = ArgKind::kTensor;
@@ -78,36 +83,6 @@ ReturnPlan classify_return(const c10::FunctionSchema& schema, const c10::Argumen
   return plan;
 }
 
-// Ops whose output shape, or whose success, depends on the data: the host must wait for the data.
-// The schema tags cover most of them; these names cover the rest.
-bool is_data_dependent(const c10::OperatorHandle& op) {
-  if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output)) {
-    return true;
-  }
-  static const std::unordered_set<std::string_view> kNames = {
-      "aten::nonzero",          "aten::nonzero_numpy",        "aten::masked_select",
-      "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::_unique",
-      "aten::_unique2",         "aten::unique_dim",           "aten::bincount",
-      "aten::repeat_interleave", "aten::_assert_async",       "aten::_linalg_check_errors",
-      "aten::_local_scalar_dense", "aten::equal",             "aten::is_nonzero",
-      "aten::allclose",         "aten::histogram",            "aten::histogramdd",
-      "aten::_histogramdd_bin_edges", "aten::_histogramdd_from_bin_cts",
-      "aten::_histogramdd_from_bin_tensors", "aten::_assert_scalar",
-      "aten::_functional_assert_async", "aten::_print", "aten::_ctc_loss", "aten::_ctc_loss_backward",
-  };
-  return kNames.count(op.operator_name().name) != 0;
-}
-
-// Ops whose (Python) meta kernels give some outputs other shapes than CPU's kernels do, e.g.
-// _embedding_bag's offset2bag / bag_size / max_indices in some modes: their outputs must come from the
-// CPU kernel itself. (Batch norm's eval mode is handled per call: ExecutePlan::batch_norm_training_arg.)
-bool meta_disagrees_with_cpu(const c10::OperatorHandle& op) {
-  static const std::unordered_set<std::string_view> kNames = {
-      "aten::_embedding_bag", "aten::_embedding_bag_forward_only",
-  };
-  return kNames.count(op.operator_name().name) != 0;
-}
-
 // Every overload name of every operator, grouped by operator name; built once (the registry only
 // grows at library load, and the out= overloads of aten ops exist from the start).
 const std::vector<c10::OperatorName>& overloads_of(const std::string& name) {
@@ -141,7 +116,7 @@ bool is_out_variant(const c10::FunctionSchema& functional, const c10::FunctionSc
   return true;
 }
 
-std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& op, const ExecutePlan& plan) {
+std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& op, const OpPlan& plan) {
   if (plan.returns.empty()) return std::nullopt;
   for (const auto& r : plan.returns) {
     if (r.kind != ReturnKind::kFresh || r.is_list) return std::nullopt;
@@ -169,8 +144,9 @@ bool meta_kernel_in_python(const c10::OperatorHandle& op) {
   return origin.size() > 4 && origin.find(".py:") != std::string::npos;
 }
 
-std::unique_ptr<ExecutePlan> build_plan(const c10::OperatorHandle& op) {
-  auto plan = std::make_unique<ExecutePlan>();
+std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
+  auto plan = std::make_unique<OpPlan>();
+  plan->op = op;
   const auto& schema = op.schema();
   plan->name = ::openreg::sim::intern_name(c10::toString(op.operator_name()).c_str());
   for (const auto& a : schema.arguments()) {
@@ -185,14 +161,25 @@ std::unique_ptr<ExecutePlan> build_plan(const c10::OperatorHandle& op) {
     if (plan->returns.back().kind == ReturnKind::kNonTensor) plan->sync_only = true;
   }
   plan->random = plan->generator_arg >= 0 || op.hasTag(at::Tag::nondeterministic_seeded);
-  if (is_data_dependent(op) || meta_disagrees_with_cpu(op)) plan->sync_only = true;
+  const OpPolicy policy = policy_of(op);
+  if (policy.data_dependent || policy.shape_pass_disagrees) plan->sync_only = true;
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
   if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);
   plan->meta_in_python = !plan->sync_only && meta_kernel_in_python(op);
-  const auto& name = op.operator_name().name;
-  if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit") {
+  if (policy.makes_quantized) {
+    plan->coverage = Coverage::kMakesQuantized;
+  } else if (policy.makes_sparse) {
+    plan->coverage = Coverage::kMakesSparse;
+  } else if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    // The computed CPU entry covers CPU kernels and the composite kernels CPU inherits: exactly what
+    // the engine's redispatch to CPU would find.
+    plan->coverage = Coverage::kNoCpuKernel;
+  }
+  if (policy.shape_pass_valid_if_arg != nullptr) {
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
-      if (schema.arguments()[i].name() == "training") plan->batch_norm_training_arg = static_cast<int>(i);
+      if (schema.arguments()[i].name() == policy.shape_pass_valid_if_arg) {
+        plan->shape_pass_valid_if_arg = static_cast<int>(i);
+      }
     }
   }
   return plan;
@@ -200,12 +187,12 @@ std::unique_ptr<ExecutePlan> build_plan(const c10::OperatorHandle& op) {
 
 struct Cached {
   c10::OperatorName name;
-  const ExecutePlan* plan;
+  const OpPlan* plan;
 };
 
 }  // namespace
 
-const ExecutePlan& plan_for(const c10::OperatorHandle& op) {
+const OpPlan& plan_for(const c10::OperatorHandle& op) {
   // Keyed by the operator's schema object, whose address is fixed while the operator is registered;
   // the name check guards against an address reused by an operator registered after another was
   // removed (Python-defined libraries can be torn down).
@@ -214,13 +201,14 @@ const ExecutePlan& plan_for(const c10::OperatorHandle& op) {
   auto it = local.find(key);
   if (it != local.end() && it->second.name == op.operator_name()) return *it->second.plan;
 
-  static std::mutex mutex;
-  static auto* plans = new std::vector<std::unique_ptr<ExecutePlan>>();  // never freed: plans are
-                                                                        // referenced from work items
+  // All leaked, like every object device threads touch: plans are referenced from work items, which
+  // may run during static destruction.
+  static auto* mutex = new std::mutex();  // guards `plans` and `shared`
+  static auto* plans = new std::vector<std::unique_ptr<OpPlan>>();
   static auto* shared = new std::unordered_map<const void*, Cached>();
-  const ExecutePlan* plan = nullptr;
+  const OpPlan* plan = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(*mutex);
     auto s = shared->find(key);
     if (s != shared->end() && s->second.name == op.operator_name()) {
       plan = s->second.plan;

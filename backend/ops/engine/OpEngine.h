@@ -1,6 +1,6 @@
 #pragma once
-// The general op execution of openreg (Note [Op execution on openreg] in Fallback.cpp), callable by
-// explicit kernels that forward an op to another one (convolution_overrideable → convolution).
+// The op engine's entry (Note [Op execution on openreg] in OpEngine.cpp, which maps the engine), callable
+// by explicit kernels that forward an op to another one (convolution_overrideable → convolution).
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>

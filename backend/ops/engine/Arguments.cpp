@@ -1,0 +1,157 @@
+#include "backend/ops/engine/Arguments.h"
+
+#include "backend/OpenRegGenerator.h"
+
+#include <ATen/core/Generator.h>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/TensorImpl.h>
+
+#include <cstring>
+
+namespace at::openreg {
+namespace {
+
+c10::Storage make_standin_storage(const c10::Storage& real, AliasTarget target) {
+  if (target == AliasTarget::kMeta) {
+    // Resizable, so an out= argument that the meta kernel resizes shows the new shape.
+    return c10::Storage(c10::Storage::use_byte_size_t(), real.nbytes(), c10::GetAllocator(c10::kMeta),
+                        /*resizable=*/true);
+  }
+  if (target == AliasTarget::kCpuScratch) {
+    // Resizable for the same reason as Meta's; zeroed, so kernels read defined values (a bool is 0).
+    c10::Storage scratch(c10::Storage::use_byte_size_t(), real.nbytes(), c10::GetAllocator(c10::kCPU),
+                         /*resizable=*/true);
+    if (real.nbytes() > 0) std::memset(scratch.mutable_data(), 0, real.nbytes());
+    return scratch;
+  }
+  // Not resizable and no deleter: the bytes belong to the device allocator, and the engine has
+  // already given every output its final size, so a resize here would be our bug and must fail.
+  void* data = const_cast<void*>(real.data_ptr().get());
+  return c10::Storage(c10::Storage::use_byte_size_t(), real.nbytes(),
+                      c10::DataPtr(data, c10::Device(c10::kCPU)), /*allocator=*/nullptr,
+                      /*resizable=*/false);
+}
+
+at::Tensor make_standin(const at::Tensor& t, c10::Storage storage, AliasTarget target) {
+  auto key = target == AliasTarget::kMeta ? c10::DispatchKey::Meta : c10::DispatchKey::CPU;
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (t.is_conj()) impl->_set_conj(true);
+  if (t.is_neg()) impl->_set_neg(true);
+  return at::Tensor(std::move(impl));
+}
+
+}  // namespace
+
+const c10::Storage& AliasConverter::standin_storage(const c10::Storage& real) {
+  for (const auto& [r, s] : storages_) {
+    if (r.unsafeGetStorageImpl() == real.unsafeGetStorageImpl()) return s;
+  }
+  storages_.emplace_back(real, make_standin_storage(real, target_));
+  return storages_.back().second;
+}
+
+at::Tensor AliasConverter::convert(const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone()) return t;
+  return make_standin(t, standin_storage(t.storage()), target_);
+}
+
+const c10::Storage* AliasConverter::source_of(const c10::StorageImpl* standin) const {
+  for (const auto& [r, s] : storages_) {
+    if (s.unsafeGetStorageImpl() == standin) return &r;
+  }
+  return nullptr;
+}
+
+at::Tensor cpu_alias_of(const at::Tensor& t) {
+  return make_standin(t, make_standin_storage(t.storage(), AliasTarget::kCpu), AliasTarget::kCpu);
+}
+
+namespace {
+
+constexpr c10::DeviceType kOpenReg = c10::DeviceType::PrivateUse1;
+
+//! The openreg generator an op draws from: the given one, or its device's default.
+c10::openreg::OpenRegGeneratorImpl* openreg_generator(const c10::IValue& v, c10::DeviceIndex device) {
+  if (v.isNone()) {
+    return at::check_generator<c10::openreg::OpenRegGeneratorImpl>(c10::openreg::default_generator(device));
+  }
+  return at::check_generator<c10::openreg::OpenRegGeneratorImpl>(v.toGenerator());
+}
+
+//! A CPU tensor argument captured by a work item: read when the item runs, like CUDA reads it when
+//! the op is issued, so the item keeps its own copy (Python numbers wrapped as tensors need none).
+at::Tensor snapshot_cpu(const at::Tensor& t) {
+  if (!t.defined() || !t.is_cpu() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+  return t.clone();
+}
+
+}  // namespace
+
+c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv,
+                        const c10::IValue& cpu_generator, c10::DeviceType device_type) {
+  switch (a.kind) {
+    case ArgKind::kTensor:
+      return v.isTensor() ? c10::IValue(conv.convert(v.toTensor())) : v;
+    case ArgKind::kTensorList: {
+      if (!v.isTensorList()) return v;
+      auto in = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(in.size());
+      for (const at::Tensor& t : in) out.push_back(conv.convert(t));
+      return out;
+    }
+    case ArgKind::kOptionalTensorList: {
+      if (!v.isList()) return v;
+      c10::List<std::optional<at::Tensor>> out;
+      out.reserve(v.toListRef().size());
+      for (const auto& e : v.toListRef()) {
+        if (e.isTensor()) {
+          out.push_back(conv.convert(e.toTensor()));
+        } else {
+          out.push_back(std::nullopt);
+        }
+      }
+      return out;
+    }
+    case ArgKind::kGenerator:
+      return cpu_generator;
+    case ArgKind::kDevice:
+      if (v.isDevice() && v.toDevice().type() == kOpenReg) return c10::Device(device_type);
+      return v;
+    default:
+      return v;
+  }
+}
+
+c10::IValue snapshot_cpu_tensors(c10::IValue v, const ArgPlan& a) {
+  switch (a.kind) {
+    case ArgKind::kTensor:
+      return v.isTensor() && v.toTensor().is_cpu() ? c10::IValue(snapshot_cpu(v.toTensor())) : v;
+    case ArgKind::kOptionalTensorList: {
+      if (!v.isList()) return v;
+      bool any_cpu = false;
+      for (const auto& e : v.toListRef()) any_cpu = any_cpu || (e.isTensor() && e.toTensor().is_cpu());
+      if (!any_cpu) return v;
+      c10::List<std::optional<at::Tensor>> out;
+      for (const auto& e : v.toListRef()) {
+        if (e.isTensor()) {
+          out.push_back(snapshot_cpu(e.toTensor()));
+        } else {
+          out.push_back(std::nullopt);
+        }
+      }
+      return out;
+    }
+    default:
+      return v;
+  }
+}
+
+std::uint64_t take_seed(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
+  if (!plan.random || plan.generator_arg < 0) return 0;
+  return openreg_generator(args[plan.generator_arg], device)->next_seed_for_op();
+}
+
+}  // namespace at::openreg

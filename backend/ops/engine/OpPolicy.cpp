@@ -1,0 +1,165 @@
+#include "backend/ops/engine/OpPolicy.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/enum_tag.h>
+#include <c10/util/SmallVector.h>
+
+#include <string_view>
+#include <vector>
+
+namespace at::openreg {
+namespace {
+
+enum class Rule : std::uint8_t {
+  kDataDependent,
+  kShapePassDisagrees,
+  kShapePassDisagreesUnlessArg,
+  kMakesQuantized,
+  kMakesSparse,
+  kFunctionalKernel,
+};
+
+struct PolicyEntry {
+  // Operator name without overload (the rule covers every overload); for kMakesQuantized and
+  // kMakesSparse a prefix of the name.
+  std::string_view op;
+  Rule rule;
+  const char* arg = nullptr;  // for kShapePassDisagreesUnlessArg
+};
+
+bool by_prefix(Rule rule) { return rule == Rule::kMakesQuantized || rule == Rule::kMakesSparse; }
+
+// THE table (Note [Op policy: every per-op special case in one table]).
+constexpr PolicyEntry kOpPolicies[] = {
+    // Output shape or success depends on the data, beyond the schema tags.
+    {"aten::nonzero", Rule::kDataDependent},
+    {"aten::nonzero_numpy", Rule::kDataDependent},
+    {"aten::masked_select", Rule::kDataDependent},
+    {"aten::unique_consecutive", Rule::kDataDependent},
+    {"aten::unique_dim_consecutive", Rule::kDataDependent},
+    {"aten::_unique", Rule::kDataDependent},
+    {"aten::_unique2", Rule::kDataDependent},
+    {"aten::unique_dim", Rule::kDataDependent},
+    {"aten::bincount", Rule::kDataDependent},
+    {"aten::repeat_interleave", Rule::kDataDependent},
+    {"aten::_assert_async", Rule::kDataDependent},
+    {"aten::_linalg_check_errors", Rule::kDataDependent},
+    {"aten::_local_scalar_dense", Rule::kDataDependent},
+    {"aten::equal", Rule::kDataDependent},
+    {"aten::is_nonzero", Rule::kDataDependent},
+    {"aten::allclose", Rule::kDataDependent},
+    {"aten::histogram", Rule::kDataDependent},
+    {"aten::histogramdd", Rule::kDataDependent},
+    {"aten::_histogramdd_bin_edges", Rule::kDataDependent},
+    {"aten::_histogramdd_from_bin_cts", Rule::kDataDependent},
+    {"aten::_histogramdd_from_bin_tensors", Rule::kDataDependent},
+    {"aten::_assert_scalar", Rule::kDataDependent},
+    {"aten::_functional_assert_async", Rule::kDataDependent},
+    {"aten::_print", Rule::kDataDependent},
+    {"aten::_ctc_loss", Rule::kDataDependent},
+    {"aten::_ctc_loss_backward", Rule::kDataDependent},
+    // Meta kernels whose output shapes differ from CPU's.
+    {"aten::_embedding_bag", Rule::kShapePassDisagrees},
+    {"aten::_embedding_bag_forward_only", Rule::kShapePassDisagrees},
+    {"aten::native_batch_norm", Rule::kShapePassDisagreesUnlessArg, "training"},
+    {"aten::_native_batch_norm_legit", Rule::kShapePassDisagreesUnlessArg, "training"},
+    // Ops that make quantized tensors (their CPU kernels exist, but their results would come back as
+    // dense tensors of the wrong type) or sparse ones: refused at the call. Name prefixes.
+    {"aten::quantize_per_", Rule::kMakesQuantized},
+    {"aten::_make_per_tensor_quantized_tensor", Rule::kMakesQuantized},
+    {"aten::_make_per_channel_quantized_tensor", Rule::kMakesQuantized},
+    {"aten::_empty_affine_quantized", Rule::kMakesQuantized},
+    {"aten::_empty_per_channel_affine_quantized", Rule::kMakesQuantized},
+    {"quantized::", Rule::kMakesQuantized},
+    {"aten::to_sparse", Rule::kMakesSparse},
+    {"aten::_to_sparse", Rule::kMakesSparse},
+    {"aten::_sparse_", Rule::kMakesSparse},
+    {"aten::sparse_", Rule::kMakesSparse},
+    // Structured ops without a kernel of ours reach the device through PyTorch's
+    // CompositeExplicitAutogradNonFunctional wrapper, which calls the out= kernel with an output of the
+    // final (reduced) shape. These ops' out= kernels first resize it to the unreduced shape, which
+    // warns that "an output with one or more elements was resized" on the first call of each shape,
+    // a warning CPU and CUDA never give (they call their functional kernels). Registered with the
+    // engine for their functional overload, so the engine runs them as CPU does.
+    {"aten::mse_loss", Rule::kFunctionalKernel},
+    {"aten::smooth_l1_loss", Rule::kFunctionalKernel},
+};
+
+// CPU's kernels reject writes that partially overlap an input or that land twice on one element
+// (TensorIterator's memory-overlap checks), and some ops accept them; Python meta kernels check
+// neither. Such rare calls take the sync path, where the CPU kernel decides, on the caller's thread.
+bool needs_cpu_overlap_rules(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  if (!plan.writes) return false;
+  c10::SmallVector<const c10::TensorImpl*, 4> written, read;
+  auto collect = [](const c10::IValue& v, c10::SmallVector<const c10::TensorImpl*, 4>& into) {
+    if (v.isTensor()) {
+      if (v.toTensor().defined()) into.push_back(v.toTensor().unsafeGetTensorImpl());
+    } else if (v.isList()) {
+      for (const auto& e : v.toListRef()) {
+        if (e.isTensor() && e.toTensor().defined()) into.push_back(e.toTensor().unsafeGetTensorImpl());
+      }
+    }
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto kind = plan.args[i].kind;
+    if (kind != ArgKind::kTensor && kind != ArgKind::kTensorList && kind != ArgKind::kOptionalTensorList) continue;
+    collect(args[i], plan.args[i].written ? written : read);
+  }
+  for (const c10::TensorImpl* w : written) {
+    if (at::has_internal_overlap(const_cast<c10::TensorImpl*>(w)) != at::MemOverlap::No) return true;
+    for (const c10::TensorImpl* r : read) {
+      if (!r->has_storage() || !w->has_storage() || !r->storage().is_alias_of(w->storage())) continue;
+      auto status = at::get_overlap_status(w, r);
+      if (status == at::MemOverlapStatus::Partial || status == at::MemOverlapStatus::TooHard) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+OpPolicy policy_of(const c10::OperatorHandle& op) {
+  OpPolicy policy;
+  policy.data_dependent = op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
+  const std::string_view name = op.operator_name().name;
+  for (const auto& entry : kOpPolicies) {
+    const bool matches = by_prefix(entry.rule) ? name.substr(0, entry.op.size()) == entry.op : name == entry.op;
+    if (!matches) continue;
+    switch (entry.rule) {
+      case Rule::kDataDependent:
+        policy.data_dependent = true;
+        break;
+      case Rule::kShapePassDisagrees:
+        policy.shape_pass_disagrees = true;
+        break;
+      case Rule::kShapePassDisagreesUnlessArg:
+        policy.shape_pass_valid_if_arg = entry.arg;
+        break;
+      case Rule::kMakesQuantized:
+        policy.makes_quantized = true;
+        break;
+      case Rule::kMakesSparse:
+        policy.makes_sparse = true;
+        break;
+      case Rule::kFunctionalKernel:
+        break;  // a registration, not a per-call rule (ops_run_functionally)
+    }
+  }
+  return policy;
+}
+
+std::vector<std::string_view> ops_run_functionally() {
+  std::vector<std::string_view> names;
+  for (const auto& entry : kOpPolicies) {
+    if (entry.rule == Rule::kFunctionalKernel) names.push_back(entry.op.substr(entry.op.find("::") + 2));
+  }
+  return names;
+}
+
+bool takes_sync_path(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  if (plan.sync_only) return true;
+  if (plan.shape_pass_valid_if_arg >= 0 && !args[plan.shape_pass_valid_if_arg].toBool()) return true;
+  return needs_cpu_overlap_rules(plan, args);
+}
+
+}  // namespace at::openreg

@@ -1,0 +1,51 @@
+#pragma once
+// Note [Op policy: every per-op special case in one table]
+// The engine treats ops by what their schemas say (OpPlan.h). The few ops whose schema does not tell
+// the whole story are listed in ONE table, kOpPolicies in OpPolicy.cpp, and nowhere else:
+//  - kDataDependent: the output shape or success depends on the data (nonzero, asserts, item-like
+//    reads) beyond what the dynamic_output_shape / data_dependent_output tags say: the sync path.
+//  - kShapePassDisagrees: the (Python) Meta kernel gives some outputs other shapes than CPU's kernel
+//    (_embedding_bag's offset2bag / bag_size / max_indices): outputs must come from CPU, the sync path.
+//  - kShapePassDisagreesUnlessArg: the same, but only when the named bool argument is false (batch
+//    norm outside training returns empty saved statistics on CPU, its Meta kernel sizes them).
+//  - kMakesQuantized / kMakesSparse (matched by name prefix): the op turns dense tensors into quantized
+//    or sparse ones, which openreg does not have: refused at the call (OpCoverage.h).
+//  - kFunctionalKernel: the engine registers the op's functional overload itself, so the op does not
+//    reach the device through PyTorch's composite of its out= kernel (which differs from CPU: a
+//    spurious resize warning); see the table.
+// This header also decides, per call, which path a call takes (takes_sync_path).
+//
+// Thread-safety: all functions are pure; callable from any thread.
+
+#include "backend/ops/engine/OpPlan.h"
+
+#include <string_view>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+namespace at::openreg {
+
+//! What the policy table says about one operator.
+struct OpPolicy {
+  bool data_dependent = false;       //!< listed as kDataDependent (or tagged so by its schema)
+  bool shape_pass_disagrees = false;  //!< listed as kShapePassDisagrees
+  //! For kShapePassDisagreesUnlessArg: the bool argument's name, else nullptr.
+  const char* shape_pass_valid_if_arg = nullptr;
+  bool makes_quantized = false;  //!< listed as kMakesQuantized
+  bool makes_sparse = false;     //!< listed as kMakesSparse
+};
+
+//! The policy of `op` (its schema tags and the table).
+OpPolicy policy_of(const c10::OperatorHandle& op);
+
+//! aten operators (names without "aten::") whose functional overload the engine registers for itself
+//! instead of reaching it through PyTorch's composite of the out= kernel (Rule::kFunctionalKernel).
+std::vector<std::string_view> ops_run_functionally();
+
+//! Whether this call must take the sync path: the plan says so, the shape pass disagrees with CPU for
+//! these arguments, or the call's written tensors overlap inputs in ways CPU's kernels decide.
+bool takes_sync_path(const OpPlan& plan, c10::ArrayRef<c10::IValue> args);
+
+}  // namespace at::openreg

@@ -1,0 +1,141 @@
+#include "backend/ops/engine/ShapePass.h"
+
+#include "backend/ops/engine/Arguments.h"
+#include "backend/ops/engine/Outputs.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/stack.h>
+
+#include <exception>
+#include <vector>
+
+namespace at::openreg {
+namespace {
+
+// Note [Meta kernels written in Python]
+// The shape pass runs an op's Meta kernel, and for some ops that kernel is a Python function (PyTorch's
+// references where a C++ meta kernel is missing or symbolic-shape unfriendly: normal_, mul_.Scalar,
+// exponential_, ...). The first such call imports sympy and torch._dynamo (0.3 s, 1 s on a loaded
+// machine), a cost a CUDA program never pays, and every such call takes the GIL from a C++ caller.
+// For these ops the shape pass runs the CPU kernel instead, on zeroed host scratch of the arguments'
+// geometry (AliasTarget::kCpuScratch): CPU's results have the geometry the device's CPU kernel will
+// give, which is what the meta kernels imitate. Random ops draw from a private CPU generator, so no
+// generator moves; random ops without a Generator argument would draw from CPU's global one and keep
+// the Meta kernel. Scratch is bounded (kMaxShapeScratchBytes, beyond which touching the pages costs
+// more than the Python kernel), and a CPU kernel that refuses zeros (a division by an integer zero, an
+// index check) hands over to the Meta kernel: never another answer, at worst the old cost. The outcome
+// is cached per signature either way.
+constexpr size_t kMaxShapeScratchBytes = size_t{4} << 20;
+
+size_t openreg_storage_bytes(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  size_t bytes = 0;
+  const auto add = [&](const c10::IValue& v) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_privateuseone()) {
+      bytes += v.toTensor().storage().nbytes();  // shared storages count twice: a bound, not a size
+    }
+  };
+  for (size_t i = 0; i < plan.args.size(); ++i) {
+    if (args[i].isTensorList()) {
+      for (const at::Tensor& t : args[i].toTensorList()) add(c10::IValue(t));
+    } else if (args[i].isList()) {
+      for (const auto& e : args[i].toListRef()) add(e);
+    } else {
+      add(args[i]);
+    }
+  }
+  return bytes;
+}
+
+bool shape_pass_on_cpu(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  if (!plan.meta_in_python || (plan.random && plan.generator_arg < 0)) return false;
+  return openreg_storage_bytes(plan, args) <= kMaxShapeScratchBytes;
+}
+
+//! Runs `op` with dispatch key `key` on the stand-ins `conv` makes of `args`; they stay in `standins`,
+//! the results in `results`. False when the kernel raised.
+bool run_on_standins(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
+                     AliasConverter& conv, c10::DispatchKey key, std::vector<c10::IValue>* standins,
+                     torch::jit::Stack* results) {
+  const size_t n = plan.args.size();
+  const c10::DeviceType type = key == c10::DispatchKey::Meta ? c10::kMeta : c10::kCPU;
+  c10::IValue generator;
+  if (key == c10::DispatchKey::CPU && plan.generator_arg >= 0) {
+    thread_local const at::Generator scratch_generator = at::make_generator<at::CPUGeneratorImpl>(0);
+    generator = scratch_generator;
+  }
+  standins->clear();
+  standins->reserve(n);
+  for (size_t i = 0; i < n; ++i) standins->push_back(convert_arg(args[i], plan.args[i], conv, generator, type));
+  *results = torch::jit::Stack(*standins);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(key), results);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+//! Runs the shape pass (Meta kernel, or CPU on scratch: Note [Meta kernels written in Python]) on
+//! stand-ins of `args`; nullopt when it fails. Resizes out= arguments the way the pass resized their
+//! stand-ins (`resized` tells whether any was).
+std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const OpPlan& plan,
+                                    c10::ArrayRef<c10::IValue> args, bool* resized) {
+  const size_t n = plan.args.size();
+  std::vector<c10::IValue> standins;
+  torch::jit::Stack results;
+  bool ran = false;
+  if (shape_pass_on_cpu(plan, args)) {
+    AliasConverter scratch(AliasTarget::kCpuScratch);
+    ran = run_on_standins(op, plan, args, scratch, c10::DispatchKey::CPU, &standins, &results);
+  }
+  if (!ran) {
+    AliasConverter meta(AliasTarget::kMeta);
+    // Failing here, the sync path reruns it on CPU: the caller gets CPU's result or CPU's error.
+    if (!run_on_standins(op, plan, args, meta, c10::DispatchKey::Meta, &standins, &results)) return std::nullopt;
+  }
+  TORCH_INTERNAL_ASSERT(results.size() == plan.returns.size(), plan.name, ": the shape pass returned ",
+                        results.size(), " values for ", plan.returns.size(), " returns");
+  *resized = false;
+  for (size_t i = 0; i < n && !*resized; ++i) {
+    if (!plan.args[i].written) continue;
+    if (args[i].isTensor() && standins[i].isTensor()) {
+      *resized = !same_geometry(args[i].toTensor(), standins[i].toTensor());
+    } else if (args[i].isTensorList()) {
+      auto r = args[i].toTensorList();
+      auto m = standins[i].toTensorList();
+      for (size_t k = 0; k < r.size() && !*resized; ++k) *resized = !same_geometry(r.get(k), m.get(k));
+    }
+  }
+  if (*resized) adopt_written_geometry(plan, args, standins);
+
+  MetaOutcome outcome;
+  outcome.returns.resize(plan.returns.size());
+  for (size_t j = 0; j < plan.returns.size(); ++j) {
+    const c10::IValue& m = results[j];
+    if (m.isTensor()) {
+      outcome.returns[j].push_back(TensorGeometry::of(m.toTensor()));
+    } else if (m.isTensorList()) {
+      for (const at::Tensor& t : m.toTensorList()) outcome.returns[j].push_back(TensorGeometry::of(t));
+    }
+  }
+  return outcome;
+}
+
+}  // namespace
+
+const MetaOutcome* output_geometry(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
+                                   std::optional<MetaOutcome>& computed) {
+  thread_local MetaSignature signature;  // reused: its buffers keep their capacity
+  const bool cacheable = signature.build(plan, args);
+  if (cacheable) {
+    if (const MetaOutcome* cached = find_meta_outcome(signature)) return cached;
+  }
+  bool resized = false;
+  computed = run_shape_pass(op, plan, args, &resized);
+  if (!computed) return nullptr;
+  // A resizing call changes its own signature (the out= tensor's shape): nothing to reuse.
+  if (cacheable && !resized) store_meta_outcome(signature, *computed);
+  return &*computed;
+}
+
+}  // namespace at::openreg

@@ -1,0 +1,338 @@
+"""Issue 10's figures at the DEFAULT configuration (what users get), with a tuned configuration beside
+each, labelled. Every ratio compares openreg with CPU eager measured in the same process and run;
+each time is the median of at least 3 repetitions. Prints a table and writes JSON.
+
+Configurations (each in its own process: the openreg configuration is read once per process):
+  default  no OPENREG_* variable set
+  tuned    OPENREG_DEVICE_COUNT=1 (for the two-device figure: OPENREG_COMPUTE_THREADS=1 per device)
+
+Figures and targets:
+  small_op        host time per add/relu on 1024 floats, openreg / CPU          <= 1.2
+  elementwise_1m  loop of add on 1M floats, results dropped, openreg / CPU       <= 1.2
+  mm2048          mm 2048^2 throughput with one device busy, CPU time / openreg  >= 0.9
+  mlp_step        3x Linear 512, batch 64, SGD step, openreg / CPU               <= 1.2
+  conv_step       ResNet-style conv block step, openreg / CPU                    <= 1.2
+  transformer     one small TransformerEncoderLayer step, openreg / CPU          <= 1.2
+  two_streams     small kernels on two streams of one device vs one stream       >= 1.6
+  two_devices     the same kernels over two devices vs one device                >= 1.6
+  cpu_slowdown    CPU-eager mm 32^2 / mm 256^2 after openreg use / without       <= 1.1
+  d2h_over_h2d    .cpu() of 64 MiB / .to("openreg") of 64 MiB                    <= 1.2
+
+Usage: python bench/python/default_config_bench.py [--quick] [--only NAME ...] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+TARGETS = {
+    "small_op": ("<=", 1.2), "elementwise_1m": ("<=", 1.2), "mm2048": (">=", 0.9), "mlp_step": ("<=", 1.2),
+    "conv_step": ("<=", 1.2), "transformer": ("<=", 1.2), "two_streams": (">=", 1.6),
+    "two_devices": (">=", 1.6), "cpu_slowdown": ("<=", 1.1), "d2h_over_h2d": ("<=", 1.2),
+}
+TUNED = {"two_devices": {"OPENREG_COMPUTE_THREADS": "1"}}
+TUNED_DEFAULT = {"OPENREG_DEVICE_COUNT": "1"}
+REPS = 3
+
+
+def _torch(need_openreg=True):
+    import torch
+
+    if need_openreg and not hasattr(torch, "openreg"):
+        import torch_openreg  # noqa: F401
+    return torch
+
+
+def median_time(fn, reps=REPS):
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _sync(torch, dev):
+    if dev != "cpu":
+        torch.openreg.synchronize()
+
+
+def _ratio_rows(torch, make, step, n, reps):
+    """Times `n` calls of step(state) on CPU and on openreg:0, alternating the two devices rep by rep
+    (so load from other processes on a shared machine hits both alike); returns the medians
+    (cpu s/call, openreg s/call)."""
+    states, runs = {}, {}
+    for dev in ("cpu", "openreg:0"):
+        states[dev] = make(dev)
+        for _ in range(max(2, n // 10)):
+            step(states[dev])
+        _sync(torch, dev)
+    times = {"cpu": [], "openreg:0": []}
+    for _ in range(reps):
+        for dev in times:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                step(states[dev])
+            _sync(torch, dev)
+            times[dev].append((time.perf_counter() - t0) / n)
+    return statistics.median(times["cpu"]), statistics.median(times["openreg:0"])
+
+
+def fig_small_op(quick):
+    torch = _torch()
+    n = 500 if quick else 3000
+    rows = {}
+    for name, fn in (("add", lambda t: t[0] + t[1]), ("relu", lambda t: t[0].relu())):
+        cpu, dev = _ratio_rows(torch, lambda d: (torch.randn(1024, device=d), torch.randn(1024, device=d)), fn, n, REPS)
+        rows[name] = {"cpu_us": cpu * 1e6, "openreg_us": dev * 1e6, "value": dev / cpu}
+    return {"value": max(r["value"] for r in rows.values()), "detail": rows}
+
+
+def fig_elementwise_1m(quick):
+    torch = _torch()
+    cpu, dev = _ratio_rows(torch, lambda d: (torch.randn(1 << 20, device=d), torch.randn(1 << 20, device=d)),
+                           lambda t: t[0] + t[1], 20 if quick else 100, REPS)
+    return {"value": dev / cpu, "detail": {"cpu_us": cpu * 1e6, "openreg_us": dev * 1e6}}
+
+
+def fig_mm2048(quick):
+    torch = _torch()
+    cpu, dev = _ratio_rows(torch, lambda d: (torch.randn(2048, 2048, device=d), torch.randn(2048, 2048, device=d)),
+                           lambda t: t[0] @ t[1], 2 if quick else 4, REPS)
+    return {"value": cpu / dev, "detail": {"cpu_ms": cpu * 1e3, "openreg_ms": dev * 1e3}}
+
+
+def _train_step_ratio(torch, build, batch_shape, target, n, quick):
+    def make(dev):
+        torch.manual_seed(0)
+        model = build().to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(*batch_shape, device=dev)
+        y = target(dev)
+        return model, opt, x, y
+
+    def step(state):
+        model, opt, x, y = state
+        opt.zero_grad(set_to_none=True)
+        out = model(x)
+        loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y)
+        loss.backward()
+        opt.step()
+
+    cpu, dev = _ratio_rows(torch, make, step, n, REPS)
+    return {"value": dev / cpu, "detail": {"cpu_ms": cpu * 1e3, "openreg_ms": dev * 1e3}}
+
+
+def fig_mlp_step(quick):
+    torch = _torch()
+    nn = torch.nn
+    return _train_step_ratio(torch, lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                                                          nn.Linear(512, 10)),
+                             (64, 512), lambda d: torch.randint(0, 10, (64,), device=d), 20 if quick else 50, quick)
+
+
+class _ConvBlock:
+    @staticmethod
+    def build(torch):
+        nn = torch.nn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Conv2d(3, 32, 3, padding=1, bias=False)
+                self.bn1 = nn.BatchNorm2d(32)
+                self.c1 = nn.Conv2d(32, 32, 3, padding=1, bias=False)
+                self.bn2 = nn.BatchNorm2d(32)
+                self.head = nn.Linear(32, 10)
+
+            def forward(self, x):
+                x = torch.relu(self.bn1(self.stem(x)))
+                x = torch.relu(x + self.bn2(self.c1(x)))
+                return self.head(x.mean((2, 3)))
+
+        return Block()
+
+
+def fig_conv_step(quick):
+    torch = _torch()
+    return _train_step_ratio(torch, lambda: _ConvBlock.build(torch), (16, 3, 32, 32),
+                             lambda d: torch.randint(0, 10, (16,), device=d), 5 if quick else 15, quick)
+
+
+def fig_transformer(quick):
+    torch = _torch()
+    nn = torch.nn
+
+    def build():
+        class Tiny(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True)
+                self.head = nn.Linear(128, 100)
+
+            def forward(self, x):
+                return self.head(self.layer(x))
+
+        return Tiny()
+
+    return _train_step_ratio(torch, build, (8, 64, 128), lambda d: torch.randint(0, 100, (8 * 64,), device=d),
+                             5 if quick else 20, quick)
+
+
+def _small_kernel(torch, x):
+    return torch.cumsum(x, 0)  # sequential: one thread, tens of microseconds
+
+
+def fig_two_streams(quick):
+    torch = _torch()
+    count = 200 if quick else 1000
+    xs = [torch.randn(1 << 16, device="openreg") for _ in range(2)]
+    streams = [torch.openreg.Stream(), torch.openreg.Stream()]
+
+    def run(k):
+        for i in range(count):
+            with torch.openreg.stream(streams[i % k]):
+                _small_kernel(torch, xs[i % k])
+        torch.openreg.synchronize()
+
+    run(2)
+    one, two = median_time(lambda: run(1)), median_time(lambda: run(2))
+    return {"value": one / two, "detail": {"one_stream_ms": one * 1e3, "two_streams_ms": two * 1e3}}
+
+
+def fig_two_devices(quick):
+    torch = _torch()
+    if torch.openreg.device_count() < 2:
+        return {"value": None, "detail": "needs two devices"}
+    count = 200 if quick else 1000
+    xs = [torch.randn(1 << 16, device=f"openreg:{d}") for d in (0, 1)]
+
+    def run(k):
+        for i in range(count):
+            _small_kernel(torch, xs[i % k])
+        torch.openreg.synchronize(0)
+        torch.openreg.synchronize(1)
+
+    run(2)
+    one, two = median_time(lambda: run(1)), median_time(lambda: run(2))
+    return {"value": one / two, "detail": {"one_device_ms": one * 1e3, "two_devices_ms": two * 1e3}}
+
+
+def _cpu_eager_times(torch, quick):
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    c, d = torch.randn(256, 256), torch.randn(256, 256)
+    n = 2000 if quick else 10000
+
+    def small():
+        for _ in range(n):
+            a @ b
+
+    def mid():
+        for _ in range(n // 20):
+            c @ d
+
+    small(), mid()
+    return {"mm32_us": median_time(small, 5) / n * 1e6, "mm256_us": median_time(mid, 5) / (n // 20) * 1e6}
+
+
+def fig_cpu_slowdown(quick):
+    # Without openreg: a child process that never imports torch_openreg (autoload disabled).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    cmd = [sys.executable, os.path.abspath(__file__), "--cpu-baseline"] + (["--quick"] if quick else [])
+    def baseline():
+        return json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+
+    before = baseline()
+    torch = _torch()
+    # Use openreg (parallel kernels on a device, small ops), then measure CPU eager in the same process.
+    x = torch.randn(1 << 20, device="openreg")
+    w = torch.randn(512, 512, device="openreg")
+    for _ in range(50):
+        x.add_(1)
+        w @ w
+    torch.openreg.synchronize()
+    after = _cpu_eager_times(torch, quick)
+    later = baseline()  # again, so machine load during the run weighs on both sides alike
+    base = {k: min(before[k], later[k]) for k in before}
+    detail = {"without_openreg": base, "after_openreg_use": after}
+    return {"value": max(after[k] / base[k] for k in base), "detail": detail}
+
+
+def fig_d2h_over_h2d(quick):
+    torch = _torch()
+    host = torch.randn(16 << 20)  # 64 MiB
+    dev = host.to("openreg")
+    torch.openreg.synchronize()
+
+    def h2d():
+        host.to("openreg")
+        torch.openreg.synchronize()
+
+    def d2h():
+        dev.cpu()
+
+    h2d(), d2h()
+    up, down = median_time(h2d, 5), median_time(d2h, 5)
+    return {"value": down / up, "detail": {"h2d_ms": up * 1e3, "d2h_ms": down * 1e3}}
+
+
+FIGURES = {name: globals()["fig_" + name] for name in TARGETS}
+
+
+def run_child(name, env_extra, quick):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
+    env.update(env_extra)
+    cmd = [sys.executable, os.path.abspath(__file__), "--figure", name] + (["--quick"] if quick else [])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()
+        return {"value": None, "error": tail[-1] if tail else f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _fmt(v):
+    return "-" if v is None else f"{v:.2f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--figure", choices=sorted(FIGURES), help=argparse.SUPPRESS)
+    parser.add_argument("--cpu-baseline", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="*", choices=sorted(FIGURES), help="figures to run (default: all)")
+    parser.add_argument("--no-tuned", action="store_true", help="only the default configuration")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions per timing (still medians of 3)")
+    parser.add_argument("--out", default=os.path.join("bench", "results", "default_config_bench.json"))
+    args = parser.parse_args()
+    if args.cpu_baseline:
+        print(json.dumps(_cpu_eager_times(_torch(need_openreg=False), args.quick)))
+        return 0
+    if args.figure:
+        print(json.dumps(FIGURES[args.figure](args.quick)))
+        return 0
+    results = {"cores": os.cpu_count(), "reps": REPS, "figures": {}}
+    print(f"{'figure':<16} {'target':>8} {'default':>9} {'tuned':>9}  tuned config")
+    for name in args.only or list(FIGURES):
+        default = run_child(name, {}, args.quick)
+        tuned_env = TUNED.get(name, TUNED_DEFAULT)
+        tuned = None if args.no_tuned else run_child(name, tuned_env, args.quick)
+        op, target = TARGETS[name]
+        results["figures"][name] = {"target": f"{op} {target}", "default": default, "tuned": tuned,
+                                    "tuned_env": tuned_env}
+        print(f"{name:<16} {op + ' ' + str(target):>8} {_fmt(default.get('value')):>9} "
+              f"{_fmt(tuned.get('value') if tuned else None):>9}  {tuned_env}", flush=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

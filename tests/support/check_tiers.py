@@ -1,0 +1,142 @@
+"""Checks the layering and the comments' file references (run by `make lint` and tests/python/test_tiers.py).
+
+Tiers, bottom to top: sim/ (no torch) <- backend/ (libtorch glue) <- python/csrc (bindings) and python/.
+* sim/ includes nothing above it: no torch, c10, ATen, pybind11, backend/, python/ or bench/ header.
+* backend/ reaches the sim through its runtime boundary: only backend/OpenRegRuntime* include
+  <openreg/sim/...>; the files in KNOWN_BACKEND_LEAKS are the leaks not fixed yet (the list may only
+  shrink; an entry that no longer leaks is printed as a note so it gets removed).
+* python/csrc reaches the sim only through the backend.
+* tests/python put nothing on sys.path by hand (shared helpers live in tests/support).
+* Every repository path a comment names (sim/..., backend/..., tests/..., `*` allowed) exists.
+
+Prints each problem and exits 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KNOWN_BACKEND_LEAKS = {
+    "backend/OpenRegDeviceCache.cpp",
+    "backend/OpenRegDeviceCache.h",
+    "backend/OpenRegGuard.h",
+    "backend/OpenRegHooks.cpp",
+    "backend/OpenRegHostAllocator.cpp",
+    "backend/OpenRegProfilerStubs.cpp",
+    "backend/OpenRegStream.h",
+    "backend/ops/Copy.cpp",
+    "backend/ops/engine/Launch.h",
+    "backend/ops/engine/OpPlan.cpp",
+}
+
+CPP_SUFFIXES = {".h", ".hpp", ".cpp", ".cc"}
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+ABOVE_SIM = re.compile(r"^(torch|c10|ATen|pybind11|backend|python|bench)/|^Python\.h$|bench_util")
+
+
+def sources(top: str, suffixes: set[str]) -> list[Path]:
+    base = ROOT / top
+    return sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in suffixes) if base.exists() else []
+
+
+def rel(p: Path) -> str:
+    return p.relative_to(ROOT).as_posix()
+
+
+def includes(path: Path) -> list[tuple[str, str]]:
+    return INCLUDE.findall(path.read_text(errors="replace"))
+
+
+def check_sim(problems: list[str]) -> None:
+    sim = ROOT / "sim"
+    for path in sources("sim", CPP_SUFFIXES):
+        for kind, name in includes(path):
+            if ABOVE_SIM.search(name):
+                problems.append(f"{rel(path)}: sim includes {name}, which is above the sim tier")
+            elif kind == '"':
+                # A quoted include must resolve inside sim/ (next to the file or on sim's include paths).
+                candidates = [path.parent / name, sim / "include" / name, sim / "src" / name]
+                hit = next((c for c in candidates if c.exists()), None)
+                if hit is None or sim.resolve() not in hit.resolve().parents:
+                    problems.append(f"{rel(path)}: sim includes \"{name}\" from outside sim/")
+
+
+def check_backend(problems: list[str]) -> None:
+    leaking = set()
+    for path in sources("backend", CPP_SUFFIXES):
+        name = rel(path)
+        if path.name.startswith("OpenRegRuntime"):
+            continue
+        if any(inc.startswith("openreg/sim/") for _, inc in includes(path)):
+            leaking.add(name)
+            if name not in KNOWN_BACKEND_LEAKS:
+                problems.append(f"{name}: includes a sim header; reach the sim through backend/OpenRegRuntime.h")
+    for name in sorted(KNOWN_BACKEND_LEAKS - leaking):
+        print(f"check_tiers: note: {name} no longer includes the sim; remove it from KNOWN_BACKEND_LEAKS")
+
+
+def check_bindings(problems: list[str]) -> None:
+    for path in sources("python/csrc", CPP_SUFFIXES):
+        for _, inc in includes(path):
+            if inc.startswith("openreg/sim/"):
+                problems.append(f"{rel(path)}: the bindings include {inc}; go through the backend")
+
+
+def check_test_imports(problems: list[str]) -> None:
+    for path in sources("tests/python", {".py"}):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"sys\.path\.(insert|append)|sys\.path\s*\+?=", line):
+                problems.append(f"{rel(path)}:{n}: edits sys.path; put shared helpers in tests/support")
+
+
+# A repository path in a comment: starts at a top-level folder, ends in a file name (or a `*` pattern).
+PATH_IN_TEXT = re.compile(
+    r"(?<![\w./-])((?:sim|backend|python|tests|bench|docs|\.ci)/[\w./*-]*[\w*](?:\.[\w*]+))")
+# Outputs that programs write (ignored by git): named in comments, absent from a clean checkout.
+GENERATED = ("bench/results/",)
+COMMENT_SUFFIXES = CPP_SUFFIXES | {".py", ".cmake"}
+
+
+def comment_text(path: Path) -> str:
+    text = path.read_text(errors="replace")
+    if path.suffix in CPP_SUFFIXES:
+        return "\n".join(re.findall(r"//[^\n]*|/\*.*?\*/", text, re.S))
+    if path.suffix == ".py":
+        # Comments and docstrings: the prose of a Python file.
+        return "\n".join(re.findall(r"#[^\n]*|\"\"\".*?\"\"\"", text, re.S))
+    return "\n".join(re.findall(r"#[^\n]*", text))
+
+
+def check_comment_paths(problems: list[str]) -> None:
+    tops = ("sim", "backend", "python", "tests", "bench", ".ci")
+    files = [p for top in tops for p in sources(top, COMMENT_SUFFIXES)]
+    files += [p for top in tops if (ROOT / top).exists() for p in (ROOT / top).rglob("CMakeLists.txt")]
+    files += [ROOT / n for n in ("CMakeLists.txt", "Makefile", "setup.py", "setup.cfg", "pyproject.toml")]
+    for path in files:
+        if not path.exists():
+            continue
+        for ref in sorted(set(PATH_IN_TEXT.findall(comment_text(path)))):
+            ref = ref.rstrip(".")
+            if ref.startswith(GENERATED) or any(ROOT.glob(ref)):
+                continue
+            problems.append(f"{rel(path)}: a comment names {ref}, which does not exist")
+
+
+def main() -> int:
+    problems: list[str] = []
+    check_sim(problems)
+    check_backend(problems)
+    check_bindings(problems)
+    check_test_imports(problems)
+    check_comment_paths(problems)
+    for p in problems:
+        print(f"check_tiers: {p}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
