@@ -25,6 +25,7 @@
 namespace py = pybind11;
 
 void bind_sync_debug(pybind11::module_& m);  // SyncDebugBindings.cpp
+void bind_sanitizer(pybind11::module_& m);   // SanitizerBindings.cpp
 
 namespace {
 
@@ -41,6 +42,7 @@ c10::DeviceIndex to_index(std::int64_t device) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg: bindings of the simulated accelerator backend";
   bind_sync_debug(m);
+  bind_sanitizer(m);
 
   // --- runtime and devices ---
   m.def("_init", torch::wrap_pybind_function([] { ore::init(); }));

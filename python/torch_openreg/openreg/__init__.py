@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from torch_openreg import sanitizer
 from torch_openreg.trace import trace
 
 from . import memory, random, streams
@@ -176,6 +177,7 @@ __all__ = [
     "set_stream",
     "set_sync_debug_mode",
     "stream",
+    "sanitizer",
     "streams",
     "synchronize",
     "trace",
