@@ -1,6 +1,6 @@
-"""OPENREG_SANITIZER=1: stream races are reported at the op that completes them (Note [Stream race
-checker model] in backend/sanitizer/RaceChecker.h). Each program runs in a subprocess because the
-checker is enabled once per process from the environment."""
+"""OPENREG_SANITIZER=1 / torch.openreg.sanitizer: stream races are reported at the op that completes
+them (Note [Stream race checker model] in backend/sanitizer/RaceChecker.h). Each program runs in a
+subprocess because the checker is enabled once per process."""
 import os
 import subprocess
 import sys
@@ -17,6 +17,7 @@ side = torch.Stream(device="openreg")
 
 def run(body, mode="1"):
     env = dict(os.environ, OPENREG_SANITIZER=mode)
+    env.pop("OPENREG_SCHEDULE_FUZZ", None)
     code = PRELUDE + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
@@ -115,6 +116,85 @@ CORRECT = {
         torch.accelerator.synchronize()
         print((y + 1).sum().item())
         """,
+    "record_stream_then_reuse": """
+        x = torch.ones(1 << 16, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+        x.record_stream(side)
+        del x
+        z = torch.empty(1 << 16, device="openreg").fill_(5)
+        cur().wait_stream(side)
+        print((y.sum() + z.sum()).item())
+        """,
+    "host_saw_side_finish_by_item_before_free": """
+        x = torch.ones(1 << 16, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+            print(y.sum().item())  # the host waits for the side stream
+        del x
+        z = torch.empty(1 << 16, device="openreg").fill_(5)
+        print(y[0].item() + z[0].item())
+        """,
+    "host_saw_side_finish_by_cpu": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+            host = y.cpu()  # blocking copy: the host waits for the side stream
+        x.add_(1)  # the side stream's read of x is done
+        print(y.sum().item(), host.sum().item())
+        """,
+    "host_saw_event_by_synchronize": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        e = torch.Event(device="openreg")
+        with side:
+            y = x * 2
+        e.record(side)
+        e.synchronize()
+        x.add_(1)
+        print((y + 1).sum().item())
+        """,
+    "host_saw_event_by_query": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        e = torch.Event(device="openreg")
+        with side:
+            y = x * 2
+        e.record(side)
+        while not e.query():
+            pass
+        x.add_(1)
+        print((y + 1).sum().item())
+        """,
+    "host_saw_stream_by_query": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+        while not side.query():
+            pass
+        x.add_(1)
+        print((y + 1).sum().item())
+        """,
+    "cross_device_copy_ordered_by_copy_itself": """
+        a = torch.ones(1000, device="openreg:0")
+        b = a.to("openreg:1")  # runs after device 1's current stream, which then waits for it
+        b.mul_(3)
+        c = b.to("openreg:0")
+        print((a + c).sum().item())
+        """,
+    "fast_kernels_in_one_stream": """
+        a = torch.randn(64, 64, device="openreg")
+        b = torch.randn(64, 64, device="openreg")
+        for _ in range(5):
+            c = torch.relu(a @ b + a * 2 - b / 3)
+            a.add_(c, alpha=0.1)
+            torch.addmm(b[0], a, b.t())
+        print(a.sum().item())
+        """,
     "training_loop": """
         m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).to("openreg")
         opt = torch.optim.SGD(m.parameters(), lr=0.1)
@@ -139,3 +219,112 @@ def test_bad_value_names_the_variable():
     r = run("print('imported')", mode="bogus")
     assert r.returncode != 0
     assert "OPENREG_SANITIZER" in r.stderr
+
+
+def test_freed_without_record_stream_is_reported_only_when_reused():
+    # CUDA's caching allocator has the same rule: the race is the reuse, not the free.
+    body = """
+        x = torch.ones(1 << 16, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+        del x
+        print("freed")
+        """
+    r = run(body)
+    assert r.returncode == 0 and "stream race" not in r.stderr, r.stderr
+    r = run(body + "z = torch.empty(1 << 16, device='openreg').fill_(5)\n")
+    assert r.returncode != 0
+    assert "write by aten::fill_" in r.stderr and "read by aten::mul" in r.stderr, r.stderr
+
+
+def test_fast_kernels_are_checked():
+    # add/mul/mm/relu take unboxed fast kernels: their operands are checked like any op's.
+    r = run("""
+        a = torch.randn(32, 32, device="openreg")
+        b = torch.randn(32, 32, device="openreg")
+        with side:
+            c = a @ b
+        """)
+    assert r.returncode != 0
+    assert "read by aten::mm" in r.stderr and "write by aten::" in r.stderr, r.stderr
+
+
+ENABLE_PRELUDE = """
+import os, torch, torch_openreg
+assert not torch.openreg.sanitizer.is_enabled()
+torch.openreg.sanitizer.enable({args})
+side = torch.Stream(device="openreg")
+def produce():
+    a = torch.ones(1000, device="openreg")
+    a.mul_(2)
+    return a
+def consume(a):
+    with side:
+        return a.sum()
+"""
+
+
+def run_plain(code):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENREG_SANITIZER", "OPENREG_SCHEDULE_FUZZ")}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_enable_raises_a_runtime_error_subclass_naming_both_accesses_and_their_stacks():
+    r = run_plain(ENABLE_PRELUDE.format(args="") + textwrap.dedent("""
+        a = produce()
+        try:
+            consume(a)
+        except torch.openreg.sanitizer.StreamRaceError as e:
+            assert isinstance(e, RuntimeError)
+            print("MESSAGE", e)
+        """))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "MESSAGE" in out, out
+    read, _, write = out.partition("is not ordered after the earlier")
+    # The racing read: op, stream, device, tensor, byte range, and where it was issued.
+    assert "read by aten::sum" in read and "stream 1 on openreg:0" in read, out
+    assert "Float[1000]" in read and "bytes [0x" in read, out
+    assert "in consume" in read and "in produce" not in read, out
+    # The earlier write, with its own stack.
+    assert "write by aten::mul_" in write and "stream 0 on openreg:0" in write, out
+    assert "in produce" in write and "in consume" not in write, out
+
+
+def test_enable_report_mode_records_every_race_and_exits_nonzero():
+    r = run_plain(ENABLE_PRELUDE.format(args="report=True") + textwrap.dedent("""
+        a1, a2 = produce(), produce()  # both kept alive: no reuse of a block the side stream read
+        consume(a1)
+        consume(a2)
+        print("continued", len(torch.openreg.sanitizer.races()))
+        """))
+    assert "continued 2" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 66
+    assert "2 stream race(s) found" in r.stderr, r.stderr
+
+
+def test_enable_in_the_other_mode_than_the_environment_is_an_error():
+    r = run("""
+        assert torch.openreg.sanitizer.is_enabled()
+        torch.openreg.sanitizer.enable()  # same mode: fine
+        try:
+            torch.openreg.sanitizer.enable(report=True)
+        except RuntimeError as e:
+            print("refused:", e)
+        """)
+    assert r.returncode == 0, r.stderr
+    assert "refused:" in r.stdout and "'raise' mode" in r.stdout, r.stdout
+
+
+def test_checker_off_by_default():
+    r = run_plain("""
+import torch, torch_openreg
+side = torch.Stream(device="openreg")
+a = torch.ones(1000, device="openreg")
+a.mul_(2)
+with side:
+    b = a.sum()
+print("ok", torch.openreg.sanitizer.is_enabled())
+""")
+    assert r.returncode == 0 and "ok False" in r.stdout, r.stderr
