@@ -328,3 +328,52 @@ with side:
 print("ok", torch.openreg.sanitizer.is_enabled())
 """)
     assert r.returncode == 0 and "ok False" in r.stdout, r.stderr
+
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+WORKLOADS = """
+import sys, torch, torch_openreg
+sys.path.insert(0, {tests!r})
+from support import workloads
+x, y = workloads.make_data(seed=3, samples=128)
+m = workloads.make_model(seed=3)
+workloads.train_single(m, x, y, "openreg:0", epochs=1)
+workloads.train_data_parallel(m, x, y, ["openreg:0", "openreg:1"], epochs=1)
+workloads.train_pipeline(m, x, y, ["openreg:0", "openreg:1"], split=2, epochs=1)
+
+# The overlap benchmark's pattern: chunks of one buffer through H2D copy, kernel and D2H copy, each
+# chunk on one of several streams, pinned memory and non-blocking copies; then every stream synchronized.
+n, chunks = 1 << 16, 16
+host_in, host_out = torch.randn(n).pin_memory(), torch.empty(n).pin_memory()
+buf = torch.empty(n, device="openreg")
+streams = [torch.openreg.Stream("openreg") for _ in range(4)]
+step = n // chunks
+for _ in range(2):
+    for i in range(chunks):
+        sl = slice(i * step, (i + 1) * step)
+        with torch.openreg.stream(streams[i % 4]):
+            buf[sl].copy_(host_in[sl], non_blocking=True)
+            torch.sin(buf[sl], out=buf[sl])
+            host_out[sl].copy_(buf[sl], non_blocking=True)
+    for s in streams:
+        s.synchronize()
+assert torch.equal(host_out, host_in.sin())
+print("workloads done", len(torch.openreg.sanitizer.races()))
+"""
+
+
+def test_project_workloads_run_clean_under_the_checker():
+    # Report mode: every race would be listed and the exit status would be 66.
+    r = run(WORKLOADS.format(tests=os.path.join(ROOT, "tests")).replace(PRELUDE, ""), mode="report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "workloads done 0" in r.stdout and "stream race" not in r.stderr, r.stderr
+
+
+def test_stress_tool_runs_clean_under_the_checker():
+    env = dict(os.environ, OPENREG_SANITIZER="report")
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "python", "stress.py"), "--threads", "2", "--ops", "250",
+           "--seconds", "60", "--seed", "5"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stress: PASS" in r.stdout and "stream race" not in r.stderr, r.stdout + r.stderr
