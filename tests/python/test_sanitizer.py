@@ -15,9 +15,11 @@ side = torch.Stream(device="openreg")
 """
 
 
-def run(body, mode="1"):
+def run(body, mode="1", pythonpath=None):
     env = dict(os.environ, OPENREG_SANITIZER=mode)
     env.pop("OPENREG_SCHEDULE_FUZZ", None)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")])
     code = PRELUDE + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
@@ -333,9 +335,8 @@ print("ok", torch.openreg.sanitizer.is_enabled())
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 WORKLOADS = """
-import sys, torch, torch_openreg
-sys.path.insert(0, {tests!r})
-from support import workloads
+import torch, torch_openreg
+from support import workloads  # tests/support, on PYTHONPATH
 x, y = workloads.make_data(seed=3, samples=128)
 m = workloads.make_model(seed=3)
 workloads.train_single(m, x, y, "openreg:0", epochs=1)
@@ -365,7 +366,7 @@ print("workloads done", len(torch.openreg.sanitizer.races()))
 
 def test_project_workloads_run_clean_under_the_checker():
     # Report mode: every race would be listed and the exit status would be 66.
-    r = run(WORKLOADS.format(tests=os.path.join(ROOT, "tests")).replace(PRELUDE, ""), mode="report")
+    r = run(WORKLOADS, mode="report", pythonpath=os.path.join(ROOT, "tests"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "workloads done 0" in r.stdout and "stream race" not in r.stderr, r.stderr
 
