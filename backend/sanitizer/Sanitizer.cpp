@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include <c10/util/Exception.h>
 
@@ -92,6 +93,24 @@ std::pair<uint64_t, uint64_t> span_of(const at::Tensor& t) {
     if (t.size(i) > 1) last += (t.size(i) - 1) * std::abs(t.stride(i));
   const auto begin = reinterpret_cast<uint64_t>(t.const_data_ptr());
   return {begin, begin + static_cast<uint64_t>(last + 1) * t.element_size()};
+}
+
+// The allocator knows sim streams, the checker (device, id): the streams the checker has seen, by
+// their sim streams. A stream the checker never saw has no history to cover, so a miss is harmless.
+std::optional<StreamId> stream_of_sim(c10::DeviceIndex device, const void* sim) {
+  static std::mutex mutex;  // taken before the checker's lock, never inside it
+  static auto* known = new std::unordered_map<const void*, StreamId>;  // leaked: frees run at exit
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known->find(sim);
+  if (it != known->end()) return it->second;
+  for (const StreamId& id : checker().streams()) {
+    if (id.device != device) continue;
+    const c10::Stream s(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id.id);
+    known->emplace(&c10::openreg::sim_stream(s), id);
+  }
+  it = known->find(sim);
+  if (it != known->end()) return it->second;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -217,20 +236,12 @@ void device_sync(c10::DeviceIndex d) { checker().synchronize_device(host_id(), d
 
 void free_block(c10::DeviceIndex device, const void* ptr, std::size_t size, const void* alloc_sim_stream,
                 const void* const* used_sim_streams, std::size_t n_used) {
-  // The allocator knows sim streams; the checker knows (device, id). Map the few streams the checker
-  // has seen back to their sim streams (a stream it never saw has no history to cover).
-  std::optional<StreamId> alloc;
+  std::optional<StreamId> alloc = stream_of_sim(device, alloc_sim_stream);
   std::vector<StreamId> used;
-  for (const StreamId& id : checker().streams()) {
-    if (id.device != device) continue;
-    const c10::Stream s(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id.id);
-    const void* sim = &c10::openreg::sim_stream(s);
-    if (sim == alloc_sim_stream) alloc = id;
-    for (std::size_t i = 0; i < n_used; ++i)
-      if (used_sim_streams[i] == sim) used.push_back(id);
-  }
-  const auto begin = reinterpret_cast<uint64_t>(ptr);
+  for (std::size_t i = 0; i < n_used; ++i)
+    if (auto id = stream_of_sim(device, used_sim_streams[i])) used.push_back(*id);
   if (!alloc) alloc = StreamId{device, c10::openreg::default_stream(device).id()};
+  const auto begin = reinterpret_cast<uint64_t>(ptr);
   checker().free_block(host_id(), device, begin, begin + size, *alloc, used);
 }
 
