@@ -2,7 +2,6 @@
 
 #include "backend/OpenRegDeviceCache.h"
 #include "backend/OpenRegRuntime.h"
-#include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -56,7 +55,6 @@ using detail::DeviceCache;
 
 namespace {
 
-constexpr int kMaxDevices = 64;
 
 // Caches are created on a device's first allocation and never destroyed (deleters may run during
 // static destruction). Acquire/release: a reader that sees the pointer sees the constructed cache.
@@ -96,8 +94,6 @@ void delete_block(void* ctx) {
   const void* ptr = block->ptr;
   const auto size = static_cast<std::int64_t>(block->size);
   const c10::DeviceIndex device = block->device;
-  // The freeing thread owns the block until free() returns it to the cache (Note [Sanitizer hooks]).
-  ::openreg::sanitizer::on_free_block(device, ptr, block->size, block->stream, block->stream_uses);
   c.free(block);
   report_to_profiler(c, ptr, -size, device);
 }

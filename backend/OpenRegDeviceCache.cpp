@@ -1,4 +1,5 @@
 #include "backend/OpenRegDeviceCache.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -148,6 +149,11 @@ Block* DeviceCache::malloc(sim::Stream* stream, std::size_t nbytes) {
 void DeviceCache::free(Block* block) {
   auto context = gather_context(/*for_free=*/true);
   // The freeing thread owns the block's stream_uses now (nothing can record on a freed DataPtr).
+  if (::openreg::sanitizer::enabled()) {
+    std::vector<std::int64_t> recorded;
+    for (const sim::Stream* s : block->stream_uses) recorded.push_back(s->id());
+    ::openreg::sanitizer::on_block_freed(block->device, block->ptr, block->size, block->stream->id(), recorded);
+  }
   std::vector<PendingFree> pending;
   for (sim::Stream* s : block->stream_uses) {
     auto event = sim::Event::create();

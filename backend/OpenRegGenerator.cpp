@@ -15,7 +15,6 @@ namespace c10::openreg {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
 
 // SplitMix64's finaliser: a bijection with good avalanche, so neighbouring (seed, offset) pairs give
 // unrelated CPU seeds.

@@ -25,7 +25,6 @@ namespace {
 
 // The sim allows at most 64 devices (OPENREG_DEVICE_COUNT is 1..64); fixed-size per-device tables
 // avoid any locking on the paths that read them.
-constexpr int kMaxDevices = 64;
 constexpr int kStreamsPerPool = 32;
 constexpr int kPriorityLevels = 2;  // index 0: normal, 1: high
 
@@ -269,7 +268,7 @@ sim::Stream& current_sim_stream(c10::DeviceIndex index) {
 void synchronize_device(c10::DeviceIndex index) {
   sim::Device& device = sim_device(index);
   translate_sim_errors([&] { device.synchronize(); });
-  ::openreg::sanitizer::on_device_sync(index);
+  ::openreg::sanitizer::on_device_sync(index);  // every path to a device synchronize comes here
 }
 
 std::uint64_t device_busy_time_ns(c10::DeviceIndex index) {

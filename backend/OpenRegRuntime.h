@@ -11,6 +11,7 @@
 
 #include "backend/OpenRegStream.h"
 
+#include <openreg/sim/config.h>
 #include <openreg/sim/device.h>
 #include <openreg/sim/runtime.h>
 #include <openreg/sim/stream.h>
@@ -19,6 +20,9 @@
 #include <string>
 
 namespace c10::openreg {
+
+//! The most devices openreg has: the size of the backend's per-device tables.
+inline constexpr int kMaxDevices = ::openreg::sim::kMaxDevices;
 
 //! Number of simulated devices; 0 if the runtime cannot start (bad configuration). Never throws.
 c10::DeviceIndex device_count() noexcept;

@@ -8,12 +8,12 @@
 // Byte copies need both sides dense with the same layout, dtype and conj/neg bits; anything else is
 // staged (host temporaries for conversions, device kernels for strided gathers/scatters).
 
-#include "backend/sanitizer/Sanitizer.h"
 #include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegSyncDebug.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>

@@ -13,12 +13,11 @@
 namespace at::openreg {
 namespace {
 
-constexpr int kMaxDevices = 64;  // the sim's limit on OPENREG_DEVICE_COUNT
 
 // Kernels currently running, per device and on all devices together. Relaxed: the counts only size
 // thread shares, they order no memory, and a momentarily stale value merely gives one kernel a
 // slightly different share.
-std::atomic<int> g_running[kMaxDevices];
+std::atomic<int> g_running[c10::openreg::kMaxDevices];
 std::atomic<int> g_running_all{0};
 
 // The cores this process may run on: what all devices' kernels share (Note [Elastic device
@@ -94,7 +93,7 @@ void set_thread_count(int n) {
 }  // namespace
 
 IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads)
-    : device_(device >= 0 && device < kMaxDevices ? device : 0) {
+    : device_(device >= 0 && device < c10::openreg::kMaxDevices ? device : 0) {
   const int running = g_running[device_].fetch_add(1, std::memory_order_relaxed) + 1;
   const int running_all = g_running_all.fetch_add(1, std::memory_order_relaxed) + 1;
   // The device's cap split between its running kernels, and the machine split between all devices'

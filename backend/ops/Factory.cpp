@@ -1,11 +1,11 @@
 // Factory kernels for openreg: empty / empty_strided allocate through the caching device allocator on
 // the requested device; fill_ is enqueued on the current stream like any kernel (launch_kernel).
 
-#include "backend/sanitizer/Sanitizer.h"
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>

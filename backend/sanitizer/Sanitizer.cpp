@@ -4,11 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <thread>
-#include <unordered_map>
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 
 #include "backend/OpenRegRuntime.h"
 #include "backend/sanitizer/RaceChecker.h"
@@ -20,13 +19,8 @@ std::atomic<bool> g_enabled{false};
 namespace {
 
 constexpr const char* kVar = "OPENREG_SANITIZER";
-constexpr int kReportExitCode = 66;  // report mode's exit status when races were found
 constexpr int kUndecided = -1;
 std::atomic<int> g_mode{kUndecided};
-// Installed once by the Python binding before use; relaxed: read only while the checker is on, and
-// the binding installs them when the module is imported, before any op of the program.
-std::atomic<ContextGatherer> g_gatherer{nullptr};
-std::atomic<RaceRaiser> g_raiser{nullptr};
 
 Mode parse_env() {
   const char* v = std::getenv(kVar);
@@ -51,7 +45,7 @@ void summary_at_exit() {
   std::fprintf(stderr, "openreg sanitizer: %zu stream race(s) found\n", messages.size());
   for (const auto& r : messages) std::fprintf(stderr, "%s\n\n", r.message.c_str());
   std::fflush(stderr);
-  std::_Exit(kReportExitCode);  // the program "succeeded" but raced: CI must fail
+  std::_Exit(kStreamRaceErrorCode);  // the program "succeeded" but raced: CI must fail
 }
 
 uint64_t host_id() {
@@ -67,10 +61,41 @@ void checked(F&& f) {
   try {
     f();
   } catch (const StreamRaceError& e) {
-    const std::string msg = std::string("openreg sanitizer: ") + e.what();
-    if (RaceRaiser raise = g_raiser.load(std::memory_order_relaxed)) raise(msg);
-    TORCH_CHECK(false, msg);
+    // torch.AcceleratorError in Python (a RuntimeError, as torch.cuda's device errors are), with
+    // error_code kStreamRaceErrorCode, so a test or CI step can tell a race from other failures.
+    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kStreamRaceErrorCode,
+                                std::string("openreg sanitizer: ") + e.what());
   }
+}
+
+// Where an op was issued: the Python stack of the issuing thread, gathered cheaply when the op is
+// issued (code objects and instruction offsets, as the memory history's stacks are) and turned into
+// text only if the op takes part in a race (outside the checker's lock: symbolizing takes the GIL).
+class PythonStack final : public IssueContext {
+ public:
+  explicit PythonStack(std::shared_ptr<torch::CapturedTraceback> tb) : tb_(std::move(tb)) {}
+  std::string describe() const override {
+    const torch::SymbolizedTracebacks s = torch::symbolize({tb_.get()});
+    std::string text;
+    if (s.tracebacks.empty()) return text;
+    // Innermost frame first in the traceback: printed outermost first, as Python prints a traceback.
+    const auto& frames = s.tracebacks[0];
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+      const auto& f = s.all_frames[*it];
+      text += "    File \"" + f.filename + "\", line " + std::to_string(f.lineno) + ", in " + f.funcname + "\n";
+    }
+    return text;
+  }
+
+ private:
+  std::shared_ptr<torch::CapturedTraceback> tb_;
+};
+
+// The issuing thread's Python stack; null on threads that run no Python (C++ programs, device threads).
+std::shared_ptr<const IssueContext> issue_context() {
+  auto tb = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+  if (!tb) return nullptr;
+  return std::make_shared<PythonStack>(std::move(tb));
 }
 
 std::string describe(const at::Tensor& t) {
@@ -95,24 +120,6 @@ std::pair<uint64_t, uint64_t> span_of(const at::Tensor& t) {
   return {begin, begin + static_cast<uint64_t>(last + 1) * t.element_size()};
 }
 
-// The allocator knows sim streams, the checker (device, id): the streams the checker has seen, by
-// their sim streams. A stream the checker never saw has no history to cover, so a miss is harmless.
-std::optional<StreamId> stream_of_sim(c10::DeviceIndex device, const void* sim) {
-  static std::mutex mutex;  // taken before the checker's lock, never inside it
-  static auto* known = new std::unordered_map<const void*, StreamId>;  // leaked: frees run at exit
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known->find(sim);
-  if (it != known->end()) return it->second;
-  for (const StreamId& id : checker().streams()) {
-    if (id.device != device) continue;
-    const c10::Stream s(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id.id);
-    known->emplace(&c10::openreg::sim_stream(s), id);
-  }
-  it = known->find(sim);
-  if (it != known->end()) return it->second;
-  return std::nullopt;
-}
-
 }  // namespace
 
 // One op's accesses, on one issue context (gathered once, only if the op touches device memory).
@@ -126,7 +133,7 @@ struct detail::OpAccesses {
     if (!on_device(t)) return;
     if (!gathered) {
       gathered = true;
-      if (ContextGatherer g = g_gatherer.load(std::memory_order_relaxed)) context = g();
+      context = issue_context();
     }
     const auto [begin, end] = span_of(t);
     const c10::Stream s = stream != nullptr ? *stream : c10::openreg::current_stream(t.device().index());
@@ -167,8 +174,6 @@ std::vector<std::string> race_messages() {
   return out;
 }
 
-void set_context_gatherer(ContextGatherer gatherer) { g_gatherer.store(gatherer, std::memory_order_relaxed); }
-void set_race_raiser(RaceRaiser raiser) { g_raiser.store(raiser, std::memory_order_relaxed); }
 
 namespace {
 // Parsed when the backend library loads: a bad value fails the import, naming the variable. "0" and
@@ -234,15 +239,13 @@ void event_sync(const void* e) { checker().synchronize_event(host_id(), reinterp
 void host_wait(const c10::Stream& s) { checker().synchronize_stream(host_id(), id_of(s)); }
 void device_sync(c10::DeviceIndex d) { checker().synchronize_device(host_id(), d); }
 
-void free_block(c10::DeviceIndex device, const void* ptr, std::size_t size, const void* alloc_sim_stream,
-                const void* const* used_sim_streams, std::size_t n_used) {
-  std::optional<StreamId> alloc = stream_of_sim(device, alloc_sim_stream);
-  std::vector<StreamId> used;
-  for (std::size_t i = 0; i < n_used; ++i)
-    if (auto id = stream_of_sim(device, used_sim_streams[i])) used.push_back(*id);
-  if (!alloc) alloc = StreamId{device, c10::openreg::default_stream(device).id()};
+void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
+                 const std::vector<std::int64_t>& recorded_streams) {
+  std::vector<StreamId> recorded;
+  recorded.reserve(recorded_streams.size());
+  for (std::int64_t id : recorded_streams) recorded.push_back({device, id});
   const auto begin = reinterpret_cast<uint64_t>(ptr);
-  checker().free_block(host_id(), device, begin, begin + size, *alloc, used);
+  checker().free_block(host_id(), device, begin, begin + size, {device, alloc_stream}, recorded);
 }
 
 }  // namespace detail

@@ -14,11 +14,12 @@
 //   ops/Copy.cpp, Factory.cpp copy_ on both devices and fill_; blocking copies wait (on_host_wait);
 //   OpenRegGuard.cpp          event record / wait / synchronize / query, stream synchronize / query;
 //   OpenRegRuntime.cpp        device synchronize;
-//   OpenRegAllocator.cpp      a block's free (on_free_block), for record_stream.
+//   OpenRegDeviceCache.cpp    a block's free (on_block_freed), for record_stream.
 // Accesses are checked when the op is issued, on the issuing host thread, so a race is raised at the
 // op that completes it and never depends on the device's timing.
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -50,14 +51,8 @@ Mode mode();
 std::size_t race_count();
 std::vector<std::string> race_messages();
 
-//! Where an op was issued: captured once per op while the checker is on (the Python binding installs
-//! a Python stack gatherer); nullptr when nothing is installed.
-using ContextGatherer = std::shared_ptr<const IssueContext> (*)();
-void set_context_gatherer(ContextGatherer gatherer);
-//! Raises a race in Raise mode (the Python binding raises torch.openreg.sanitizer.StreamRaceError, a
-//! RuntimeError subclass); default: a c10::Error (RuntimeError). Must not return.
-using RaceRaiser = void (*)(const std::string& message);
-void set_race_raiser(RaceRaiser raiser);
+//! error_code of the torch.AcceleratorError (a RuntimeError) a race raises, and report mode's exit status.
+inline constexpr int kStreamRaceErrorCode = 66;
 
 namespace detail {
 struct OpAccesses;  // one op's accesses, checked together (one issue context)
@@ -71,8 +66,8 @@ void event_wait(const void* event, const c10::Stream& s);
 void event_sync(const void* event);
 void host_wait(const c10::Stream& s);
 void device_sync(c10::DeviceIndex d);
-void free_block(c10::DeviceIndex device, const void* ptr, std::size_t size, const void* alloc_sim_stream,
-                const void* const* used_sim_streams, std::size_t n_used);
+void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
+                 const std::vector<std::int64_t>& recorded_streams);
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------------
@@ -114,13 +109,11 @@ inline void on_event_done(const void* e) { if (enabled()) detail::event_sync(e);
 //! that returned true).
 inline void on_host_wait(const c10::Stream& s) { if (enabled()) detail::host_wait(s); }
 inline void on_device_sync(c10::DeviceIndex d) { if (enabled()) detail::device_sync(d); }
-//! The allocator freed a block allocated on `alloc` and record_stream'd on `used` (sim streams).
-template <class SimStream>
-inline void on_free_block(c10::DeviceIndex device, const void* ptr, std::size_t size, const SimStream* alloc,
-                          const std::vector<SimStream*>& used) {
-  if (enabled()) {
-    detail::free_block(device, ptr, size, alloc, reinterpret_cast<const void* const*>(used.data()), used.size());
-  }
+//! The caching allocator freed a block of `device` allocated on stream `alloc_stream` and used (by
+//! record_stream) on `recorded_streams`: its reuse is ordered after their work up to now.
+inline void on_block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
+                           const std::vector<std::int64_t>& recorded_streams) {
+  if (enabled()) detail::block_freed(device, ptr, size, alloc_stream, recorded_streams);
 }
 
 }  // namespace openreg::sanitizer

@@ -46,8 +46,8 @@ def step_autoload():
 def step_training():
     import torch
 
-    sys.path.insert(0, HERE)
-    import workloads
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
+    from tests.support import workloads
 
     print("== 2. data-parallel training: replicas on openreg:0 and openreg:1 vs the CPU")
     x, y = workloads.make_data(seed=0, samples=2048)

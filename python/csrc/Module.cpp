@@ -26,6 +26,7 @@ namespace py = pybind11;
 
 void bind_sync_debug(pybind11::module_& m);  // SyncDebugBindings.cpp
 void bind_sanitizer(pybind11::module_& m);   // SanitizerBindings.cpp
+void bind_compile(pybind11::module_& m);     // CompileBindings.cpp
 
 namespace {
 
@@ -43,6 +44,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg: bindings of the simulated accelerator backend";
   bind_sync_debug(m);
   bind_sanitizer(m);
+  bind_compile(m);
 
   // --- runtime and devices ---
   m.def("_init", torch::wrap_pybind_function([] { ore::init(); }));

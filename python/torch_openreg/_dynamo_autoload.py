@@ -12,6 +12,7 @@ import importlib.machinery
 import sys
 from typing import Any
 
+
 def _register_dynamo() -> None:
     from torch_openreg import _dynamo_interface
 

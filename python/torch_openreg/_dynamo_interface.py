@@ -17,12 +17,12 @@ from torch_openreg import openreg as _openreg
 
 
 class OpenRegInterface(DeviceInterface):
-    device = _openreg.device  # type: ignore[assignment]
+    device = _openreg.device
 
     # Dynamo captures streams and events only when they are torch.Stream / torch.Event (or subclasses);
     # torch.openreg.Stream subclasses torch.Stream and torch.openreg.Event returns a torch.Event.
-    Event = torch.Event  # type: ignore[assignment]
-    Stream = _openreg.Stream  # type: ignore[assignment]
+    Event = torch.Event
+    Stream = _openreg.Stream
 
     class Worker:
         """Answers for compile workers (subprocesses) without touching the device runtime there.
@@ -32,6 +32,7 @@ class OpenRegInterface(DeviceInterface):
         """
 
         _properties: dict[int, Any] = {}
+        _current: int | None = None  # set_device's index in a compile worker
 
         @staticmethod
         def set_device(device: int) -> None:
@@ -39,7 +40,7 @@ class OpenRegInterface(DeviceInterface):
 
         @staticmethod
         def current_device() -> int:
-            current = getattr(OpenRegInterface.Worker, "_current", None)
+            current = OpenRegInterface.Worker._current
             return _openreg.current_device() if current is None else current
 
         @staticmethod
@@ -54,8 +55,14 @@ class OpenRegInterface(DeviceInterface):
 
     current_device = staticmethod(_openreg.current_device)
     set_device = staticmethod(_openreg.set_device)
-    maybe_exchange_device = staticmethod(_openreg._maybe_exchange_device)
-    exchange_device = staticmethod(_openreg._exchange_device)
+    @staticmethod
+    def maybe_exchange_device(device: int) -> int:
+        return _openreg._maybe_exchange_device(device)
+
+    @staticmethod
+    def exchange_device(device: int) -> int:
+        return _openreg._exchange_device(device)
+
     device_count = staticmethod(_openreg.device_count)
     is_available = staticmethod(_openreg.is_available)
     stream = staticmethod(_openreg.stream)

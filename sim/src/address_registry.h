@@ -5,10 +5,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <shared_mutex>
+#include <string>
 
 namespace openreg::sim {
+
+//! An address as error messages print it ("0x7f..."), for the heaps' invalid-pointer errors.
+inline std::string pointer_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
 
 class AddressRegistry {
  public:
@@ -35,11 +44,6 @@ class AddressRegistry {
     if (begin != nullptr) *begin = it->first;
     if (end != nullptr) *end = it->first + it->second;
     return true;
-  }
-  //! Whether `ptr` is the start of a live allocation.
-  bool contains_start(const void* ptr) const {
-    std::shared_lock lock(mutex_);
-    return blocks_.count(addr(ptr)) != 0;
   }
 
  private:

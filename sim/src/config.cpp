@@ -24,7 +24,6 @@ constexpr const char* kCopyBandwidthVar = "OPENREG_COPY_BANDWIDTH";
 constexpr const char* kLaunchQueueDepthVar = "OPENREG_LAUNCH_QUEUE_DEPTH";
 constexpr const char* kScheduleFuzzVar = "OPENREG_SCHEDULE_FUZZ";
 constexpr long long kMaxFuzzSeed = 999'999'999'999'999'999LL;  // parse_int's 18 digits
-constexpr int kMaxDevices = 64;
 constexpr int kMaxComputeThreads = 1024;
 
 std::string_view trim(std::string_view s) {

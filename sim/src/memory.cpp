@@ -23,14 +23,6 @@ struct DeviceMemory::State {
   AddressRegistry blocks;
 };
 
-namespace {
-std::string pointer_text(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
-}  // namespace
-
 DeviceMemory::DeviceMemory(int device, std::uint64_t capacity) : s_(std::make_unique<State>()) {
   s_->device = device;
   s_->capacity = capacity;

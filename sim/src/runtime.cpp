@@ -62,11 +62,6 @@ class WorkerBudget {
   std::unique_ptr<tbb::global_control> control_;    // guarded by mutex_
 };
 
-std::string pointer_text(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
 
 }  // namespace
 

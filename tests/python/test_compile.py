@@ -4,8 +4,8 @@ import copy
 import subprocess
 import sys
 
+import pytest
 import torch
-
 import torch_openreg  # noqa: F401
 
 
@@ -119,3 +119,65 @@ def test_inductor_dynamic_shapes():
     for n in (3, 7, 11):
         x = torch.randn(n, device="openreg")
         torch.testing.assert_close(f(x).cpu(), torch.tanh(x.cpu()) * x.cpu().sum(), rtol=1e-4, atol=1e-4)
+
+
+def test_compiled_call_returns_before_its_kernels_run():
+    # Note [Compiled kernels are stream work items]: the compiled kernel is queued behind slow eager
+    # work on the stream; the call returns while the stream is still busy, and the result is right.
+    f = torch.compile(lambda a, b: (a * 2 + b).relu().sum(dim=1))
+    a, b = torch.randn(32, 64, device="openreg"), torch.randn(32, 64, device="openreg")
+    expected = f(a, b).cpu()
+    big = torch.randn(1024, 1024, device="openreg")
+    torch.openreg.synchronize()
+    for _ in range(8):
+        big = big @ big / 1024  # slow, queued on the current stream
+    out = f(a, b)
+    assert not torch.openreg.current_stream().query()  # the call did not wait for the stream
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_compiled_kernels_run_on_the_current_stream_lane(tmp_path):
+    f = torch.compile(lambda a: (a.sin() * 3).cos())
+    x = torch.randn(256, device="openreg")
+    f(x)
+    side = torch.openreg.Stream()
+    side.wait_stream(torch.openreg.current_stream())
+    path = tmp_path / "trace.json"
+    with torch.openreg.trace(str(path)):
+        with torch.openreg.stream(side):
+            out = f(x)
+        torch.openreg.current_stream().wait_stream(side)
+        result = out.cpu()
+    import json
+
+    kernels = [e for e in json.loads(path.read_text())["traceEvents"]
+               if e.get("ph") == "X" and e["name"].startswith("cpp_fused")]
+    assert kernels and all(e["tid"] == side.stream_id for e in kernels), kernels
+    torch.testing.assert_close(result, (x.cpu().sin() * 3).cos())
+
+
+def test_inductor_conv_batchnorm_train_step():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 2))
+    _check_inductor_train_step(model.to("openreg"), torch.randn(4, 3, 8, 8, device="openreg"))
+
+
+def test_inductor_transformer_block_train_step():
+    torch.manual_seed(0)
+    block = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    _check_inductor_train_step(block.to("openreg"), torch.randn(2, 5, 16, device="openreg"))
+
+
+def test_reduce_overhead_is_refused_with_a_clear_message():
+    from torch._inductor import config
+
+    f = torch.compile(lambda a: (a * 2).relu(), mode="reduce-overhead")
+    # The refusal happens when Inductor generates the graph's code; an earlier run's cache entry (from a
+    # version that did not refuse) must not stand in for it.
+    with config.patch(fx_graph_cache=False), pytest.raises(Exception, match="reduce-overhead.*openreg"):
+        f(torch.randn(16, device="openreg"))
+    torch._dynamo.reset()
+    g = torch.compile(lambda a: (a * 2).relu())  # the default mode still compiles afterwards
+    x = torch.randn(16, device="openreg")
+    torch.testing.assert_close(g(x).cpu(), (x.cpu() * 2).relu())

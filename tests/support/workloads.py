@@ -1,5 +1,5 @@
 """Training workloads on openreg, used by the tests (tests/python/test_workloads.py) and the demo
-(bench/python/demo.py, which still has its own copy in bench/python/workloads.py). Each returns
+(bench/python/demo.py). Each returns
 per-epoch losses so runs can be compared with the CPU.
 
 * train_single       - one device, the usual loop.
@@ -108,7 +108,7 @@ def train_data_parallel(model: nn.Module, x, y, devices: Sequence[str], epochs: 
         with _current(streams):
             return sum(l.to(devs[0]) for l in step_loss) / n
 
-    return _train(x, y, epochs, batch, torch.openreg.synchronize, step, replicas)
+    return _train(x, y, epochs, batch, lambda: _sync_all(devs), step, replicas)
 
 
 def _average_gradients(replicas, devs, streams, done_events) -> None:
@@ -167,7 +167,7 @@ def train_pipeline(model: nn.Sequential, x, y, devices: Sequence[str], split: in
             opt.step()
         return loss
 
-    return _train(x, y, epochs, batch, torch.openreg.synchronize, step, [stage0, stage1])
+    return _train(x, y, epochs, batch, lambda: _sync_all([d0, d1]), step, [stage0, stage1])
 
 
 def _train(x, y, epochs: int, batch: int, sync, step, models) -> Result:
@@ -201,6 +201,14 @@ def _optimizer(name: str, params, lr: float):
     if name == "adam":
         return torch.optim.Adam(params, lr=lr * 0.1)
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+def _sync_all(devices) -> None:
+    """Synchronizes every device the workload used. Synchronizing only the current one left the other
+    device's side streams running while their tensors (allocated on its default stream, used on a side
+    stream without record_stream) were freed and reused: a race the stream sanitizer reports."""
+    for d in devices:
+        torch.openreg.synchronize(d)
 
 
 def _sync(device: str) -> None:

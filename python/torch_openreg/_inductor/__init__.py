@@ -1,15 +1,32 @@
 """Inductor code generation for openreg: C++ (CPU) kernels, since openreg device memory is host memory.
 
-Today each compiled kernel runs on the calling thread after the current openreg stream has drained
-(the wrapper synchronizes that stream first): results and ordering equal eager, but a compiled kernel
-is host-synchronous, unlike eager openreg work, which is queued on the stream. Launching kernels as
-stream work items (asynchronous, as CUDA does) is not done yet.
+Note [Compiled kernels are stream work items]
+Inductor's C++ backend compiles each fused kernel into a small Python extension whose entry parses
+its arguments (tensor data pointers, sizes, scalars) and calls the kernel. For openreg kernels the
+entry instead packs the parsed arguments and hands them to openreg_launch_compiled_kernel
+(python/csrc/CompileBindings.cpp), which enqueues the kernel on the current stream of the current
+openreg device through the backend's launch helper: a compiled call returns once its kernels are
+queued, runs in stream order with eager work (inside ``with torch.openreg.stream(s)`` on ``s``), takes
+its share of the device's compute threads, and a failing kernel is reported at the next
+synchronization with its name, like an eager kernel. Device threads never take the GIL: the queued
+closure holds only raw pointers and numbers.
+
+Raw pointers are enough for the same reason they are for eager work items (Note [Work items hold CPU
+aliases, not tensors] in backend/ops/engine/AsyncPath.cpp): the allocator is stream-ordered, so a
+buffer the wrapper frees after enqueueing a kernel is reused only by later work on the same stream,
+as on CUDA; a tensor used on another stream needs record_stream, as on CUDA.
+
+Ops that Inductor leaves to fallbacks (extern kernels such as mm, and aten fallbacks) take the normal
+openreg path and are asynchronous and stream-ordered already. CPU kernels in a graph that also has
+openreg kernels run on the calling thread, as Inductor runs them on the CPU.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from torch._inductor.codecache import CppPythonBindingsCodeCache
 from torch._inductor.codegen.common import (
     DeviceOpOverrides,
     register_backend_for_device,
@@ -19,6 +36,65 @@ from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
+
+# Where the generated kernel modules find openreg_launch_compiled_kernel (they are built without
+# libtorch, so they cannot link against the backend): its address, in decimal.
+_LAUNCHER_VAR = "_OPENREG_COMPILED_KERNEL_LAUNCHER"
+
+
+class OpenRegCppBindings(CppPythonBindingsCodeCache):
+    """Inductor's C++ kernel bindings, with an entry that enqueues the kernel on the current openreg
+    stream instead of running it (Note [Compiled kernels are stream work items])."""
+
+    cache: dict[str, Any] = {}  # not shared with CPU kernels' bindings (different entry code)
+    # The parsed arguments, as a tuple, go to the launcher; OPENREG_KERNEL_NAME is defined per kernel
+    # (openreg_cpp_pybinding).
+    call_entry_function = "openreg_compiled::enqueue(OPENREG_KERNEL_NAME, std::make_tuple({})); Py_RETURN_NONE;"
+    # Formatted by Inductor with str.format: braces are doubled.
+    extra_parse_arg = """
+        #include <stdexcept>
+        #include <tuple>
+        #include <utility>
+        namespace openreg_compiled {{
+        using Launcher = void (*)(void (*)(void*), void*, void (*)(void*), const char*);
+        static Launcher launcher() {{
+            static const Launcher fn = [] {{
+                const char* addr = std::getenv("_OPENREG_COMPILED_KERNEL_LAUNCHER");
+                if (addr == nullptr) throw std::runtime_error("_OPENREG_COMPILED_KERNEL_LAUNCHER is not set");
+                return reinterpret_cast<Launcher>(std::strtoull(addr, nullptr, 10));
+            }}();
+            return fn;
+        }}
+        template <typename Args> static void enqueue(const char* name, Args args) {{
+            Launcher launch = launcher();
+            // Owned by the launcher from here: freed after the kernel ran, or if it never runs.
+            auto* owned = new Args(std::move(args));
+            launch([](void* p) {{ std::apply([](auto... a) {{ kernel(a...); }}, *static_cast<Args*>(p)); }},
+                   owned, [](void* p) {{ delete static_cast<Args*>(p); }}, name);
+        }}
+        }}  // namespace openreg_compiled
+    """
+
+
+def openreg_cpp_pybinding(kernel_name: str, argtypes: list[str], source_code: str) -> Any:
+    """What the generated wrapper calls, for openreg kernels, instead of async_compile.cpp_pybinding."""
+    if not kernel_name.isidentifier():
+        raise ValueError(f"unexpected Inductor kernel name {kernel_name!r}")
+    source = f'#define OPENREG_KERNEL_NAME "{kernel_name}"\n{source_code}'
+    return OpenRegCppBindings.load_pybinding(argtypes, source)
+
+
+class OpenRegCppScheduling(CppScheduling):
+    """CppScheduling for openreg nodes: marks the kernels it defines as openreg kernels for the wrapper."""
+
+    def define_kernel(self, src_code: Any, nodes: Any, kernel_args: Any = None) -> Any:
+        wrapper: Any = V.graph.wrapper_code
+        previous = getattr(wrapper, "_openreg_kernel", False)
+        wrapper._openreg_kernel = True  # read by OpenRegPythonWrapperCodegen.define_kernel
+        try:
+            return super().define_kernel(src_code, nodes, kernel_args)
+        finally:
+            wrapper._openreg_kernel = previous
 
 
 class OpenRegDeviceOpOverrides(DeviceOpOverrides):
@@ -50,11 +126,28 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
         if triton or device.type != "openreg":
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=device,
                                                         triton=triton, **kwargs)
-        # The C++ kernel reads and writes device memory from this thread: queued work on the current
-        # stream (which produced its inputs, or still uses its outputs' memory) must finish first.
-        self.writeline("torch.openreg.current_stream().synchronize()")
+        # The kernel's entry enqueues it on the current stream (Note [Compiled kernels are stream
+        # work items]): a plain call, as for CPU kernels.
         self.writeline(self.wrap_kernel_call(kernel_name, call_args))
         return None
+
+    def write_header(self) -> None:
+        from torch._inductor import config
+
+        if config.triton.cudagraphs:
+            # Inductor would silently run such a graph without replay on a non-CUDA device; say so.
+            raise RuntimeError(
+                "torch.compile(mode='reduce-overhead') records CUDA graphs, which openreg does not have "
+                "(no graph capture of openreg streams): use mode='default' or 'max-autotune-no-cudagraphs'")
+        super().write_header()
+        self.imports.writeline("from torch_openreg._inductor import openreg_cpp_pybinding")
+
+    def define_kernel(self, kernel_name: str, kernel_body: str, metadata: str | None = None, gpu: bool = True,
+                      cpp_definition: str | None = None) -> None:
+        prefix = "async_compile.cpp_pybinding("
+        if getattr(self, "_openreg_kernel", False) and kernel_body.startswith(prefix):
+            kernel_body = f"openreg_cpp_pybinding({kernel_name!r}, " + kernel_body[len(prefix):]
+        super().define_kernel(kernel_name, kernel_body, metadata=metadata, gpu=gpu, cpp_definition=cpp_definition)
 
 
 def _treat_openreg_nodes_as_cpu() -> None:
@@ -80,6 +173,9 @@ def _treat_openreg_nodes_as_cpu() -> None:
 
 
 def register() -> None:
+    from torch_openreg import _C
+
+    os.environ[_LAUNCHER_VAR] = str(_C._compiled_kernel_launcher())
     _treat_openreg_nodes_as_cpu()
     register_device_op_overrides("openreg", OpenRegDeviceOpOverrides())
-    register_backend_for_device("openreg", CppScheduling, OpenRegPythonWrapperCodegen, CppWrapperCpu)
+    register_backend_for_device("openreg", OpenRegCppScheduling, OpenRegPythonWrapperCodegen, CppWrapperCpu)

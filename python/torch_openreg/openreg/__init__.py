@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from torch_openreg import sanitizer
 from torch_openreg.trace import trace
 
-from . import memory, random, streams
+from . import memory, random, sanitizer, streams
 from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     _exchange_device,
     _maybe_exchange_device,
@@ -166,6 +165,7 @@ __all__ = [
     "memory_stats",
     "memory_summary",
     "random",
+    "sanitizer",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
@@ -177,7 +177,6 @@ __all__ = [
     "set_stream",
     "set_sync_debug_mode",
     "stream",
-    "sanitizer",
     "streams",
     "synchronize",
     "trace",

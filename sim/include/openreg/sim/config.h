@@ -13,6 +13,10 @@ inline constexpr std::uint64_t kUnlimitedBandwidth = 0;
 //! compute_threads / memory_capacity value meaning "derive from the machine" (see Config::resolved).
 inline constexpr std::uint64_t kDerive = 0;
 
+//! The most devices a runtime has (OPENREG_DEVICE_COUNT's upper bound); layers above size per-device
+//! tables with it.
+inline constexpr int kMaxDevices = 64;
+
 //! Launch queue depth: default (about CUDA's) and valid range of Config::launch_queue_depth.
 inline constexpr std::uint64_t kDefaultLaunchQueueDepth = 1024;
 inline constexpr std::uint64_t kMinLaunchQueueDepth = 1;
@@ -20,7 +24,7 @@ inline constexpr std::uint64_t kMaxLaunchQueueDepth = std::uint64_t{1} << 20;
 
 //! Plain value type; not thread-safe to mutate while shared, safe to copy.
 struct Config {
-  int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..64
+  int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..kMaxDevices
   int compute_threads = kDerive;                        //!< OPENREG_COMPUTE_THREADS: cap on each device's arena
   std::uint64_t memory_capacity = kDerive;              //!< OPENREG_MEMORY_CAPACITY: bytes per device
   std::uint64_t copy_bandwidth = kUnlimitedBandwidth;   //!< OPENREG_COPY_BANDWIDTH: bytes/s per copy engine
