@@ -58,8 +58,8 @@ def section_small(quick: bool) -> dict:
 
 
 def section_training(quick: bool, data_parallel: bool) -> dict:
-    sys.path.insert(0, HERE)
-    import workloads
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
+    from tests.support import workloads
 
     x, y = workloads.make_data(seed=0, samples=512 if quick else 2048)
     model = workloads.make_model(seed=0)
