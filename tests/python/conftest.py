@@ -13,6 +13,11 @@ import textwrap
 for _name in [n for n in os.environ if n.startswith("OPENREG_")]:
     del os.environ[_name]
 os.environ.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+# Inductor's caches key on torch's code, not on torch_openreg's code generation: a cache shared with
+# another checkout (or an older build) can serve wrappers this checkout's torch_openreg does not
+# generate. One cache per checkout, next to its build.
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CHECKOUT, "build", "inductor-cache"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402  (autoload registers openreg)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -53,8 +54,8 @@ TEST_P(CopyTest, HostToDeviceKernelDeviceToHostRunInOrder) {
 }
 
 TEST_P(CopyTest, LargeDeviceToHostIntoFreshUnalignedMemory) {
-  // Note [Fresh host destinations]: a large copy into freshly mapped host memory (whose interior gets
-  // huge-page advice) lands every byte, including the unaligned head and tail around the interior.
+  // Note [Fresh host destinations]: a large copy into freshly mapped host memory (whose interior's
+  // missing pages the engine fills directly) lands every byte, including the unaligned head and tail.
   Device& dev = runtime.device(0);
   auto s = dev.create_stream();
   constexpr std::size_t kBytes = (std::size_t{20} << 20) + 12345;
@@ -72,6 +73,59 @@ TEST_P(CopyTest, LargeDeviceToHostIntoFreshUnalignedMemory) {
   EXPECT_EQ(fresh[4096 + 2], 0);  // nothing written before the destination
   EXPECT_EQ(dst[kBytes], 0);      // nor after it
   munmap(fresh, kBytes + 8192);
+  dev.memory().free(d);
+}
+
+// A large copy into host memory whose pages are partly backed already (holding other bytes) and partly
+// not: the engine switches from filling missing pages to a plain copy at the first backed page, and
+// every byte of the destination ends up with the source's value, backed pages included.
+TEST_P(CopyTest, LargeDeviceToHostIntoPartlyBackedMemory) {
+  Device& dev = runtime.device(0);
+  auto s = dev.create_stream();
+  constexpr std::size_t kPage = 4096;
+  constexpr std::size_t kBytes = std::size_t{8} << 20;
+  void* d = dev.memory().allocate(kBytes);
+  std::vector<unsigned char> pattern(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<unsigned char>(i * 37 + 11);
+  s->copy(d, pattern.data(), kBytes);
+  auto* dst = static_cast<unsigned char*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(dst, MAP_FAILED);
+  // Back a few scattered pages (and a run in the middle) with bytes the copy must overwrite.
+  for (std::size_t page : {std::size_t{5}, std::size_t{700}, std::size_t{701}, std::size_t{2047}}) {
+    std::memset(dst + page * kPage, 0xEE, kPage);
+  }
+  std::memset(dst + kBytes / 2, 0xEE, 64 * kPage);
+  s->copy(dst, d, kBytes);
+  s->synchronize();
+  EXPECT_EQ(std::memcmp(dst, pattern.data(), kBytes), 0);
+  munmap(dst, kBytes);
+  dev.memory().free(d);
+}
+
+// A large copy into a shared mapping (memfd, MAP_SHARED): the bytes reach the shared object, so a
+// second mapping of it sees them.
+TEST_P(CopyTest, LargeDeviceToHostIntoSharedMapping) {
+  Device& dev = runtime.device(0);
+  auto s = dev.create_stream();
+  constexpr std::size_t kBytes = std::size_t{4} << 20;
+  void* d = dev.memory().allocate(kBytes);
+  std::vector<unsigned char> pattern(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<unsigned char>(i * 13 + 5);
+  s->copy(d, pattern.data(), kBytes);
+  const int fd = memfd_create("openreg_copy_test", 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kBytes), 0);
+  auto* a = static_cast<unsigned char*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  auto* b = static_cast<unsigned char*>(mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, fd, 0));
+  ASSERT_NE(a, MAP_FAILED);
+  ASSERT_NE(b, MAP_FAILED);
+  s->copy(a, d, kBytes);
+  s->synchronize();
+  EXPECT_EQ(std::memcmp(a, pattern.data(), kBytes), 0);
+  EXPECT_EQ(std::memcmp(b, pattern.data(), kBytes), 0);
+  munmap(a, kBytes);
+  munmap(b, kBytes);
+  close(fd);
   dev.memory().free(d);
 }
 
