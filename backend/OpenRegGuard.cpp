@@ -92,14 +92,16 @@ void* OpenRegGuardImpl::getStreamNativeHandle(const c10::Stream s) const {
 }
 
 bool OpenRegGuardImpl::queryStream(const c10::Stream& stream) const {
-  return OpenRegStream(stream).query();
+  const bool done = OpenRegStream(stream).query();
+  if (done) ::openreg::sanitizer::on_host_wait(stream);  // the host saw the stream's work complete
+  return done;
 }
 
 void OpenRegGuardImpl::synchronizeStream(const c10::Stream& stream) const {
   const OpenRegStream s(stream);
   warn_or_error_on_sync();  // torch.cuda flags Stream.synchronize (Note [Sync debug mode])
   s.synchronize();
-  ::openreg::sanitizer::on_stream_sync(stream);
+  ::openreg::sanitizer::on_host_wait(stream);
 }
 
 bool OpenRegGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
@@ -141,7 +143,9 @@ bool OpenRegGuardImpl::queryEvent(void* event) const {
   if (event == nullptr) {
     return true;
   }
-  return translate_sim_errors([&] { return event_of(event).query(); });
+  const bool done = translate_sim_errors([&] { return event_of(event).query(); });
+  if (done) ::openreg::sanitizer::on_event_done(event);  // the host saw the event complete
+  return done;
 }
 
 void OpenRegGuardImpl::synchronizeEvent(void* event) const {
@@ -149,7 +153,7 @@ void OpenRegGuardImpl::synchronizeEvent(void* event) const {
     return;
   }
   translate_sim_errors([&] { event_of(event).synchronize(); });
-  ::openreg::sanitizer::on_event_sync(event);
+  ::openreg::sanitizer::on_event_done(event);
 }
 
 double OpenRegGuardImpl::elapsedTime(void* event1, void* event2, const c10::DeviceIndex /*device_index*/) const {

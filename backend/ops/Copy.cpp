@@ -96,6 +96,7 @@ void enqueue_kernel_copy(const OpenRegStream& stream, const at::Tensor& dst, con
 
 void wait_for(const OpenRegStream& stream) {
   stream.synchronize();
+  ::openreg::sanitizer::on_host_wait(stream);  // a blocking copy orders the host after the stream
 }
 
 bool is_pinned(const at::Tensor& host) {
@@ -208,7 +209,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   at::assert_no_internal_overlap(dst);
   // copy_ broadcasts the source to the destination's shape.
   const at::Tensor from = src.sizes() == dst.sizes() ? src : src.expand_as(dst);
-  ::openreg::sanitizer::on_copy(from, dst, non_blocking);
+  ::openreg::sanitizer::on_copy(from, dst);
   if (is_openreg(dst) && from.device().is_cpu()) {
     copy_host_to_device(from, dst, non_blocking);
   } else if (is_openreg(from) && dst.device().is_cpu()) {

@@ -65,7 +65,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) {
     return self;
   }
-  ::openreg::sanitizer::on_tensor("aten::fill_.Scalar", self, /*write=*/true);
+  ::openreg::sanitizer::on_kernel("aten::fill_.Scalar", {}, {&self});
   // The CPU alias is made now, so later in-place metadata changes of `self` on this thread (resize_,
   // t_, set_) cannot change what the pending kernel writes. The item owns the alias only, neither
   // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp).

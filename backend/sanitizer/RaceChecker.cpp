@@ -38,70 +38,101 @@ void RaceChecker::split_at(std::map<uint64_t, Segment>& segs, uint64_t at) {
   segs.emplace(at, std::move(tail));
 }
 
-std::string RaceChecker::describe(const Stamp& s, AccessKind kind, int device) const {
+std::string RaceChecker::describe(const Stamp& s, const std::string& actor, AccessKind kind, int device) {
   std::ostringstream os;
-  os << (kind == AccessKind::Write ? "write" : "read") << " by " << s.info.op << " on "
-     << actors_[s.actor].name << " of " << (s.info.tensor.empty() ? "memory" : s.info.tensor)
-     << " bytes [0x" << std::hex << s.begin << ", 0x" << s.end << std::dec << ") on openreg:"
-     << device;
+  os << (kind == AccessKind::Write ? "write" : "read") << " by " << s.info.op << " on " << actor << " of "
+     << (s.info.tensor.empty() ? "memory" : s.info.tensor) << " bytes [0x" << std::hex << s.begin << ", 0x"
+     << s.end << std::dec << ") on openreg:" << device;
   if (s.info.context) os << "\n  issued at:\n" << s.info.context->describe();
   return os.str();
 }
 
-void RaceChecker::race(const Stamp& prior, AccessKind prior_kind, const Stamp& now,
-                       AccessKind now_kind, int device) {
-  std::string msg = "stream race: " + describe(now, now_kind, device) +
-                    "\nis not ordered after the earlier " + describe(prior, prior_kind, device) +
-                    "\n(add an event wait, wait_stream or record_stream between them)";
-  reports_.push_back({msg});
-  if (mode_ == Mode::Raise) throw StreamRaceError(msg);
+std::string RaceChecker::message(const Race& r) {
+  return "stream race: " + describe(r.now, r.now_actor, r.now_kind, r.device) + "\nis not ordered after the earlier " +
+         describe(r.prior, r.prior_actor, r.prior_kind, r.device) +
+         "\n(add an event wait, wait_stream or record_stream between them)";
 }
 
 void RaceChecker::access(uint64_t host, StreamId stream, int device, uint64_t begin, uint64_t end,
                          AccessKind kind, const AccessInfo& info) {
   if (begin >= end) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t h = host_actor(host);
-  size_t s = stream_actor(stream);
-  Clock& clock = actors_[s].clock;
-  join(clock, actors_[h].clock);
-  if (clock.size() <= s) clock.resize(s + 1, 0);
-  Stamp now{s, ++clock[s], info, begin, end};
+  std::vector<Race> races;
+  size_t slot = 0;  // Raise mode: the report's place, reserved under the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t h = host_actor(host);
+    const size_t s = stream_actor(stream);
+    // A copy, not a reference: a raised race must leave the stream's clock as it was.
+    Clock clock = actors_[s].clock;
+    join(clock, actors_[h].clock);
+    if (clock.size() <= s) clock.resize(s + 1, 0);
+    Stamp now{s, ++clock[s], info, begin, end};
 
-  auto& segs = memory_[device];
-  split_at(segs, begin);
-  split_at(segs, end);
-  // Fill gaps so every byte of [begin, end) lies in exactly one segment.
-  for (uint64_t at = begin; at < end;) {
-    auto it = segs.lower_bound(at);
-    uint64_t next = (it == segs.end()) ? end : std::min(end, it->first);
-    if (next > at) {
-      segs.emplace(at, Segment{next, false, {}, {}});
-      at = next;
+    auto& segs = memory_[device];
+    split_at(segs, begin);
+    split_at(segs, end);
+    auto report = [&](const Stamp& prior, AccessKind prior_kind) {
+      races.push_back({prior, now, prior_kind, kind, actors_[prior.actor].name, actors_[s].name, device});
+    };
+    for (auto it = segs.lower_bound(begin); it != segs.end() && it->first < end; ++it) {
+      const Segment& seg = it->second;
+      if (seg.has_write && !ordered(clock, seg.write)) report(seg.write, AccessKind::Write);
+      if (kind == AccessKind::Write)
+        for (const Stamp& r : seg.reads)
+          if (!ordered(clock, r)) report(r, AccessKind::Read);
+      if (mode_ == Mode::Raise && !races.empty()) break;  // the first race is the one raised
+    }
+    // One report per (earlier op, this op): a range split into segments names each pair once.
+    std::erase_if(races, [&, seen = std::vector<std::pair<size_t, uint64_t>>()](const Race& r) mutable {
+      auto key = std::make_pair(r.prior.actor, r.prior.epoch);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) return true;
+      seen.push_back(key);
+      return false;
+    });
+    if (mode_ == Mode::Raise && !races.empty()) {
+      slot = reports_.size();
+      reports_.push_back({""});  // counted now; the message is built below, outside the lock
     } else {
-      at = it->second.end;
+      actors_[s].clock = std::move(clock);
+      // Fill gaps so every byte of [begin, end) lies in exactly one segment, then stamp them.
+      for (uint64_t at = begin; at < end;) {
+        auto it = segs.lower_bound(at);
+        uint64_t next = (it == segs.end()) ? end : std::min(end, it->first);
+        if (next > at) {
+          segs.emplace(at, Segment{next, false, {}, {}});
+          at = next;
+        } else {
+          at = it->second.end;
+        }
+      }
+      for (auto it = segs.lower_bound(begin); it != segs.end() && it->first < end; ++it) {
+        Segment& seg = it->second;
+        if (kind == AccessKind::Write) {
+          seg.has_write = true;
+          seg.write = now;
+          seg.reads.clear();
+        } else {
+          auto r = std::find_if(seg.reads.begin(), seg.reads.end(), [&](const Stamp& x) { return x.actor == s; });
+          if (r != seg.reads.end()) *r = now; else seg.reads.push_back(now);
+        }
+      }
     }
   }
-  // Check everything first, so a raised race leaves the history as it was before this access.
-  for (auto it = segs.lower_bound(begin); it != segs.end() && it->first < end; ++it) {
-    Segment& seg = it->second;
-    if (seg.has_write && !ordered(clock, seg.write)) race(seg.write, AccessKind::Write, now, kind, device);
-    if (kind == AccessKind::Write)
-      for (const Stamp& r : seg.reads)
-        if (!ordered(clock, r)) race(r, AccessKind::Read, now, kind, device);
-  }
-  for (auto it = segs.lower_bound(begin); it != segs.end() && it->first < end; ++it) {
-    Segment& seg = it->second;
-    if (kind == AccessKind::Write) {
-      seg.has_write = true;
-      seg.write = now;
-      seg.reads.clear();
-    } else {
-      auto r = std::find_if(seg.reads.begin(), seg.reads.end(),
-                            [&](const Stamp& x) { return x.actor == s; });
-      if (r != seg.reads.end()) *r = now; else seg.reads.push_back(now);
+  if (races.empty()) return;
+  // Described outside the lock: an issue context may take the GIL, which another thread may hold
+  // while it waits for the checker.
+  if (mode_ == Mode::Raise) {
+    std::string msg = message(races.front());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reports_[slot].message = msg;
     }
+    throw StreamRaceError(msg);
   }
+  std::vector<RaceReport> built;
+  for (const Race& r : races) built.push_back({message(r)});
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : built) reports_.push_back(std::move(r));
 }
 
 void RaceChecker::record_event(uint64_t event, StreamId stream) {
@@ -145,10 +176,11 @@ void RaceChecker::synchronize_device(uint64_t host, int device) {
     }
 }
 
-void RaceChecker::free_block(int device, uint64_t begin, uint64_t end, StreamId alloc_stream,
+void RaceChecker::free_block(uint64_t host, int device, uint64_t begin, uint64_t end, StreamId alloc_stream,
                              const std::vector<StreamId>& recorded) {
   std::lock_guard<std::mutex> lock(mu_);
-  Clock covered = actors_[stream_actor(alloc_stream)].clock;
+  Clock covered = actors_[host_actor(host)].clock;
+  join(covered, Clock(actors_[stream_actor(alloc_stream)].clock));
   for (StreamId r : recorded) {
     Clock c = actors_[stream_actor(r)].clock;
     join(covered, c);
@@ -162,6 +194,13 @@ void RaceChecker::free_block(int device, uint64_t begin, uint64_t end, StreamId 
     std::erase_if(seg.reads, [&](const Stamp& r) { return ordered(covered, r); });
     if (!seg.has_write && seg.reads.empty()) it = segs.erase(it); else ++it;
   }
+}
+
+std::vector<StreamId> RaceChecker::streams() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StreamId> out;
+  for (const auto& [id, idx] : streams_) out.push_back(id);
+  return out;
 }
 
 std::vector<RaceReport> RaceChecker::reports() const {

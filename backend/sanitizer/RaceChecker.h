@@ -37,10 +37,11 @@ struct StreamId {
 
 enum class AccessKind { Read, Write };
 
-// What the caller knows about one access of an op.
+// What the caller knows about one access of an op. Cheap to build on every op: the tensor's
+// description and the issue context are only turned into text when a race is reported.
 struct AccessInfo {
-  std::string op;      // e.g. "aten::add.out"
-  std::string tensor;  // e.g. "float32[4, 4]"
+  const char* op = "";  // interned or a literal: it outlives the checker (e.g. "aten::add.out")
+  std::string tensor;   // e.g. "float32[4, 4]"
   std::shared_ptr<const IssueContext> context;  // may be null
 };
 
@@ -60,7 +61,9 @@ class RaceChecker {
   explicit RaceChecker(Mode mode = Mode::Raise) : mode_(mode) {}
 
   // One op's access of bytes [begin, end) on `device`, issued by host thread `host` on `stream`.
-  // Accesses of one op need no grouping: a stream is always ordered with itself.
+  // Accesses of one op need no grouping: a stream is always ordered with itself. In Raise mode a race
+  // throws StreamRaceError and leaves the history as it was; the message is built (and the contexts
+  // described) after the checker's lock is released, so describe() may take other locks (the GIL).
   void access(uint64_t host, StreamId stream, int device, uint64_t begin, uint64_t end,
               AccessKind kind, const AccessInfo& info);
 
@@ -68,14 +71,17 @@ class RaceChecker {
   void wait_event(uint64_t event, StreamId stream);   // no-op for a never-recorded event (as CUDA)
   void wait_stream(StreamId waiter, StreamId waited);  // record + wait on a fresh event
   void synchronize_stream(uint64_t host, StreamId stream);
-  void synchronize_event(uint64_t host, uint64_t event);
+  void synchronize_event(uint64_t host, uint64_t event);  // also a query that returned true
   void synchronize_device(uint64_t host, int device);  // every stream of `device` seen so far
-  // The allocator made [begin, end) free: it was allocated on `alloc_stream` and record_stream'd on
-  // `recorded`; reuse is ordered after those streams' work at this point (the allocator waits on
-  // events recorded now), so history covered by that is dropped and the rest stays to be checked.
-  void free_block(int device, uint64_t begin, uint64_t end, StreamId alloc_stream,
+  // Host thread `host` freed [begin, end): it was allocated on `alloc_stream` and record_stream'd on
+  // `recorded`. The allocator hands it out again only on `alloc_stream` (stream order) or after events
+  // recorded now on `recorded` completed, and everything the freeing host thread had observed is done
+  // too; history covered by that is dropped, the rest (a read on a stream that was not recorded) stays,
+  // so the next owner's access of those bytes is reported.
+  void free_block(uint64_t host, int device, uint64_t begin, uint64_t end, StreamId alloc_stream,
                   const std::vector<StreamId>& recorded);
 
+  std::vector<StreamId> streams() const;  // every stream seen so far
   std::vector<RaceReport> reports() const;
   size_t report_count() const;
 
@@ -105,9 +111,14 @@ class RaceChecker {
     return prior.actor < c.size() && c[prior.actor] >= prior.epoch;
   }
   void split_at(std::map<uint64_t, Segment>& segs, uint64_t at);
-  std::string describe(const Stamp& s, AccessKind kind, int device) const;
-  void race(const Stamp& prior, AccessKind prior_kind, const Stamp& now, AccessKind now_kind,
-            int device);
+  struct Race {
+    Stamp prior, now;
+    AccessKind prior_kind, now_kind;
+    std::string prior_actor, now_actor;
+    int device;
+  };
+  static std::string describe(const Stamp& s, const std::string& actor, AccessKind kind, int device);
+  static std::string message(const Race& r);
 
   Mode mode_;
   mutable std::mutex mu_;  // the checker is only fed when enabled; one lock keeps it simple
@@ -116,7 +127,7 @@ class RaceChecker {
   std::map<uint64_t, size_t> hosts_;
   std::map<uint64_t, Clock> events_;
   std::map<int, std::map<uint64_t, Segment>> memory_;  // device -> start -> non-overlapping segment
-  std::vector<RaceReport> reports_;
+  std::vector<RaceReport> reports_;  // guarded by mu_; messages are built outside it
 };
 
 }  // namespace openreg::sanitizer

@@ -3,11 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <mutex>
 #include <thread>
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
@@ -21,39 +19,43 @@ std::atomic<bool> g_enabled{false};
 namespace {
 
 constexpr const char* kVar = "OPENREG_SANITIZER";
-// The error code of the torch.AcceleratorError a race raises, and the exit status of report mode.
-constexpr int32_t kStreamRaceErrorCode = 66;
-std::atomic<int> g_mode{-1};  // -1: not decided yet
+constexpr int kUndecided = -1;
+std::atomic<int> g_mode{kUndecided};
 
-int parse_env() {
+Mode parse_env() {
   const char* v = std::getenv(kVar);
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return 0;
-  if (std::strcmp(v, "1") == 0) return 1;
-  if (std::strcmp(v, "report") == 0) return 2;
-  TORCH_CHECK(false, kVar, "=", v, " is not valid: expected 0, 1 or report");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return Mode::kOff;
+  if (std::strcmp(v, "1") == 0) return Mode::kRaise;
+  if (std::strcmp(v, "report") == 0) return Mode::kReport;
+  TORCH_CHECK_VALUE(false, kVar, "=", v, " is not valid: expected 0, 1 or report");
 }
 
 RaceChecker& checker() {
-  // Leaked: hooks may run during static destruction (tensors freed at exit).
-  static RaceChecker* c = new RaceChecker(g_mode.load() == 2 ? RaceChecker::Mode::Record
-                                                              : RaceChecker::Mode::Raise);
+  // Leaked: hooks may run during static destruction (tensors freed at exit). Built on the first hook,
+  // after enable() fixed the mode.
+  static RaceChecker* c = new RaceChecker(g_mode.load() == static_cast<int>(Mode::kReport)
+                                              ? RaceChecker::Mode::Record
+                                              : RaceChecker::Mode::Raise);
   return *c;
 }
 
 void summary_at_exit() {
-  size_t n = checker().report_count();
-  if (n == 0) return;
-  std::fprintf(stderr, "openreg sanitizer: %zu stream race(s) found\n", n);
-  for (const auto& r : checker().reports()) std::fprintf(stderr, "%s\n\n", r.message.c_str());
+  const auto messages = checker().reports();
+  if (messages.empty()) return;
+  std::fprintf(stderr, "openreg sanitizer: %zu stream race(s) found\n", messages.size());
+  for (const auto& r : messages) std::fprintf(stderr, "%s\n\n", r.message.c_str());
   std::fflush(stderr);
-  std::_Exit(kStreamRaceErrorCode);
+  std::_Exit(kStreamRaceErrorCode);  // the program "succeeded" but raced: CI must fail
 }
 
-uint64_t host_id() { return std::hash<std::thread::id>{}(std::this_thread::get_id()); }
+uint64_t host_id() {
+  thread_local const uint64_t id = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  return id;
+}
 
 StreamId id_of(const c10::Stream& s) { return {s.device_index(), s.id()}; }
 
-// Translate the checker's error once, at the backend boundary, into a torch error (RuntimeError).
+// Translates the checker's error once, at the backend boundary.
 template <class F>
 void checked(F&& f) {
   try {
@@ -68,20 +70,19 @@ void checked(F&& f) {
 
 // Where an op was issued: the Python stack of the issuing thread, gathered cheaply when the op is
 // issued (code objects and instruction offsets, as the memory history's stacks are) and turned into
-// file:line text only if the op takes part in a race.
+// text only if the op takes part in a race (outside the checker's lock: symbolizing takes the GIL).
 class PythonStack final : public IssueContext {
  public:
   explicit PythonStack(std::shared_ptr<torch::CapturedTraceback> tb) : tb_(std::move(tb)) {}
-
   std::string describe() const override {
     const torch::SymbolizedTracebacks s = torch::symbolize({tb_.get()});
     std::string text;
     if (s.tracebacks.empty()) return text;
-    // Innermost frame first, as Python prints the innermost call last: print outermost first.
+    // Innermost frame first in the traceback: printed outermost first, as Python prints a traceback.
     const auto& frames = s.tracebacks[0];
     for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
       const auto& f = s.all_frames[*it];
-      text += "    " + f.filename + ":" + std::to_string(f.lineno) + " in " + f.funcname + "\n";
+      text += "    File \"" + f.filename + "\", line " + std::to_string(f.lineno) + ", in " + f.funcname + "\n";
     }
     return text;
   }
@@ -103,85 +104,129 @@ std::string describe(const at::Tensor& t) {
   return s + "]";
 }
 
-void access(const std::string& op, const at::Tensor& t, bool write,
-            const std::shared_ptr<const IssueContext>& context = issue_context()) {
-  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 || !t.has_storage()) return;
-  if (t.numel() == 0 || t.data_ptr() == nullptr) return;
-  // Extent of the view: from its first element to one past its furthest element.
+bool on_device(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.has_storage() && t.numel() > 0 &&
+         t.const_data_ptr() != nullptr;
+}
+
+// The bytes a view spans: from its lowest to one past its highest element (negative strides never
+// occur in torch; a strided view's holes are included, which can only over-report for two streams
+// writing interleaved views of one tensor without ordering, itself a CUDA race by the memory model).
+std::pair<uint64_t, uint64_t> span_of(const at::Tensor& t) {
   int64_t last = 0;
   for (int64_t i = 0; i < t.dim(); ++i)
     if (t.size(i) > 1) last += (t.size(i) - 1) * std::abs(t.stride(i));
-  auto begin = reinterpret_cast<uint64_t>(t.data_ptr());
-  uint64_t end = begin + static_cast<uint64_t>(last + 1) * t.element_size();
-  c10::Stream s = c10::openreg::current_stream(t.device().index());
-  checked([&] {
-    checker().access(host_id(), id_of(s), t.device().index(), begin, end,
-                     write ? AccessKind::Write : AccessKind::Read, {op, describe(t), context});
-  });
-}
-
-void visit(const std::string& op, const c10::IValue& v, bool write, const std::shared_ptr<const IssueContext>& context) {
-  if (v.isTensor()) {
-    access(op, v.toTensor(), write, context);
-  } else if (v.isList()) {
-    for (const auto& e : v.toListRef())
-      if (e.isTensor()) access(op, e.toTensor(), write, context);
-  }
+  const auto begin = reinterpret_cast<uint64_t>(t.const_data_ptr());
+  return {begin, begin + static_cast<uint64_t>(last + 1) * t.element_size()};
 }
 
 }  // namespace
 
-bool enable(int m) {
-  int expected = -1;
-  if (!g_mode.compare_exchange_strong(expected, m)) return expected == m;
-  if (m == 2) std::atexit(summary_at_exit);
-  // Relaxed is enough: the mode above is published by the CAS, and hooks read it only via checker(),
-  // whose static initialization synchronizes.
-  g_enabled.store(m != 0, std::memory_order_relaxed);
+// One op's accesses, on one issue context (gathered once, only if the op touches device memory).
+struct detail::OpAccesses {
+  const char* name;
+  std::shared_ptr<const IssueContext> context;
+  bool gathered = false;
+
+  // `stream`: the stream the access is ordered on (default: the current stream of t's device).
+  void access(const at::Tensor& t, bool write, const c10::Stream* stream = nullptr) {
+    if (!on_device(t)) return;
+    if (!gathered) {
+      gathered = true;
+      context = issue_context();
+    }
+    const auto [begin, end] = span_of(t);
+    const c10::Stream s = stream != nullptr ? *stream : c10::openreg::current_stream(t.device().index());
+    checked([&] {
+      checker().access(host_id(), id_of(s), t.device().index(), begin, end,
+                       write ? AccessKind::Write : AccessKind::Read, {name, describe(t), context});
+    });
+  }
+  void visit(const c10::IValue& v, bool write) {
+    if (v.isTensor()) {
+      access(v.toTensor(), write);
+    } else if (v.isList()) {
+      for (const auto& e : v.toListRef())
+        if (e.isTensor()) access(e.toTensor(), write);
+    }
+  }
+};
+
+bool enable(Mode m) {
+  int expected = kUndecided;
+  if (!g_mode.compare_exchange_strong(expected, static_cast<int>(m))) return expected == static_cast<int>(m);
+  if (m == Mode::kReport) std::atexit(summary_at_exit);
+  g_enabled.store(m != Mode::kOff, std::memory_order_relaxed);  // see Note [Sanitizer hooks]
   return true;
 }
 
-int mode() { return g_mode.load(); }
+Mode mode() {
+  const int m = g_mode.load();
+  return m == kUndecided ? Mode::kOff : static_cast<Mode>(m);
+}
+
+std::size_t race_count() { return enabled() ? checker().report_count() : 0; }
+
+std::vector<std::string> race_messages() {
+  std::vector<std::string> out;
+  if (!enabled()) return out;
+  for (auto& r : checker().reports()) out.push_back(std::move(r.message));
+  return out;
+}
+
 
 namespace {
-// Parsed once when the backend library loads: a bad value fails the import, naming the variable.
+// Parsed when the backend library loads: a bad value fails the import, naming the variable. "0" and
+// unset leave the mode undecided, so torch.openreg.sanitizer.enable() can still turn it on.
 const bool g_env_parsed = [] {
-  int m = parse_env();
-  if (m != 0) enable(m);
+  const Mode m = parse_env();
+  if (m != Mode::kOff) enable(m);
   return true;
 }();
 }  // namespace
 
 namespace detail {
 
-void op(const c10::OperatorHandle& o, c10::ArrayRef<c10::IValue> args, const std::vector<bool>& written) {
-  const std::string name = o.schema().operator_name().name + (o.schema().overload_name().empty() ? "" : "." + o.schema().overload_name());
-  const auto context = issue_context();  // one stack for all of the op's accesses
-  // Reads first: an in-place op reads and writes its self, and its stream is ordered with itself.
+void op(const char* name, c10::ArrayRef<c10::IValue> args, const std::vector<char>& written) {
+  OpAccesses op{name};
+  // Reads first: an in-place op reads and writes its self, and a stream is ordered with itself.
   for (size_t i = 0; i < args.size(); ++i)
-    if (i >= written.size() || !written[i]) visit(name, args[i], false, context);
+    if (i >= written.size() || !written[i]) op.visit(args[i], false);
   for (size_t i = 0; i < args.size() && i < written.size(); ++i)
-    if (written[i]) visit(name, args[i], true, context);
+    if (written[i]) op.visit(args[i], true);
 }
 
-void outputs(const c10::OperatorHandle& o, c10::ArrayRef<c10::IValue> outs) {
-  const std::string name = o.schema().operator_name().name;
-  const auto context = issue_context();
-  for (const auto& v : outs) visit(name, v, true, context);
+void outputs(const char* name, c10::ArrayRef<c10::IValue> outs, const std::vector<char>& fresh) {
+  OpAccesses op{name};
+  for (size_t i = 0; i < outs.size() && i < fresh.size(); ++i)
+    if (fresh[i]) op.visit(outs[i], true);
 }
 
-void tensor(const char* op, const at::Tensor& t, bool write) { access(op, t, write); }
+void kernel(const char* name, std::initializer_list<const at::Tensor*> reads,
+            std::initializer_list<const at::Tensor*> writes) {
+  OpAccesses op{name};
+  for (const at::Tensor* t : reads) op.access(*t, false);
+  for (const at::Tensor* t : writes) op.access(*t, true);
+}
 
-void copy(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  const auto context = issue_context();
-  access("aten::copy_", src, /*write=*/false, context);
-  access("aten::copy_", dst, /*write=*/true, context);
-  // A blocking copy between host and device returns after the device stream reached it: the host
-  // thread is then ordered after that stream's work (as after a stream synchronize).
-  if (non_blocking) return;
-  const at::Tensor& dev = src.device().is_cpu() ? dst : src;
-  if (src.device().is_cpu() != dst.device().is_cpu())
-    checker().synchronize_stream(host_id(), id_of(c10::openreg::current_stream(dev.device().index())));
+void copy(const at::Tensor& src, const at::Tensor& dst) {
+  OpAccesses op{"aten::copy_"};
+  const bool src_dev = on_device(src);
+  const bool dst_dev = on_device(dst);
+  if (src_dev && dst_dev && src.device() != dst.device()) {
+    // As ops/Copy.cpp orders a peer copy: it runs on the source's current stream after the
+    // destination's current stream reached this point, and the destination's stream waits for it.
+    // Both devices' bytes are accessed on the source's stream.
+    const c10::Stream from = c10::openreg::current_stream(src.device().index());
+    const c10::Stream to = c10::openreg::current_stream(dst.device().index());
+    checker().wait_stream(id_of(from), id_of(to));
+    op.access(src, false, &from);
+    op.access(dst, true, &from);
+    checker().wait_stream(id_of(to), id_of(from));
+    return;
+  }
+  op.access(src, false);
+  op.access(dst, true);
 }
 
 void event_record(const void* e, const c10::Stream& s) {
@@ -191,7 +236,7 @@ void event_wait(const void* e, const c10::Stream& s) {
   checker().wait_event(reinterpret_cast<uint64_t>(e), id_of(s));
 }
 void event_sync(const void* e) { checker().synchronize_event(host_id(), reinterpret_cast<uint64_t>(e)); }
-void stream_sync(const c10::Stream& s) { checker().synchronize_stream(host_id(), id_of(s)); }
+void host_wait(const c10::Stream& s) { checker().synchronize_stream(host_id(), id_of(s)); }
 void device_sync(c10::DeviceIndex d) { checker().synchronize_device(host_id(), d); }
 
 void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
@@ -200,7 +245,7 @@ void block_freed(int device, const void* ptr, std::size_t size, std::int64_t all
   recorded.reserve(recorded_streams.size());
   for (std::int64_t id : recorded_streams) recorded.push_back({device, id});
   const auto begin = reinterpret_cast<uint64_t>(ptr);
-  checker().free_block(device, begin, begin + size, {device, alloc_stream}, recorded);
+  checker().free_block(host_id(), device, begin, begin + size, {device, alloc_stream}, recorded);
 }
 
 }  // namespace detail

@@ -1,71 +1,116 @@
 #pragma once
 // OPENREG_SANITIZER: the backend's hooks into the stream race checker (Note [Stream race checker
-// model] in RaceChecker.h). Each hook is one call; when the checker is off it costs one relaxed load
-// and a branch (relaxed: enabling happens before first use, so no ordering with other data is needed).
+// model] in RaceChecker.h).
+//
+// Note [Sanitizer hooks]
+// Every place that issues device work or orders it calls one inline hook, which is a single load of
+// a static flag and a branch when the checker is off (relaxed: the flag is set before first use, by
+// the environment at load or by torch.openreg.sanitizer.enable(), and nothing else is published
+// through it). Where the hooks are:
+//   ops/engine/OpEngine.cpp   every op's arguments by the schema's write flags (on_op), before any
+//                             path runs, and its fresh outputs after (on_outputs);
+//   ops/engine/SyncPath.cpp   the host waits for the stream (on_host_wait);
+//   ops/engine/FastKernels.cpp the fast kernels' operands (on_kernel);
+//   ops/Copy.cpp, Factory.cpp copy_ on both devices and fill_; blocking copies wait (on_host_wait);
+//   OpenRegGuard.cpp          event record / wait / synchronize / query, stream synchronize / query;
+//   OpenRegRuntime.cpp        device synchronize;
+//   OpenRegDeviceCache.cpp    a block's free (on_block_freed), for record_stream.
+// Accesses are checked when the op is issued, on the issuing host thread, so a race is raised at the
+// op that completes it and never depends on the device's timing.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
 #include <vector>
 
-#include <ATen/core/ivalue.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/Stream.h>
 
-namespace c10 { class OperatorHandle; }
-
 namespace openreg::sanitizer {
+
+struct IssueContext;
 
 extern std::atomic<bool> g_enabled;
 inline bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
-// Mode 1 raises at the racing op; mode 2 ("report") records, continues, prints a summary at exit
-// and exits non-zero. Returns false if a mode was already fixed (env var or an earlier call).
-bool enable(int mode);
-int mode();
+//! How the checker reacts to a race.
+enum class Mode : int {
+  kOff = 0,
+  kRaise = 1,   //!< raise at the op that completes the race (OPENREG_SANITIZER=1)
+  kReport = 2,  //!< record every race, continue, print a summary at exit and exit non-zero ("report")
+};
+
+//! Turns the checker on. Returns false when it is already on in another mode (the environment or an
+//! earlier call decided it). Thread-safe.
+bool enable(Mode mode);
+Mode mode();
+//! Races found so far (both modes), and their messages.
+std::size_t race_count();
+std::vector<std::string> race_messages();
+
+//! error_code of the torch.AcceleratorError (a RuntimeError) a race raises, and report mode's exit status.
+inline constexpr int kStreamRaceErrorCode = 66;
 
 namespace detail {
-void op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const std::vector<bool>& written);
-void outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> outputs);
-void tensor(const char* op, const at::Tensor& t, bool write);
-void copy(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
+struct OpAccesses;  // one op's accesses, checked together (one issue context)
+void op(const char* name, c10::ArrayRef<c10::IValue> args, const std::vector<char>& written);
+void outputs(const char* name, c10::ArrayRef<c10::IValue> outs, const std::vector<char>& fresh);
+void kernel(const char* name, std::initializer_list<const at::Tensor*> reads,
+            std::initializer_list<const at::Tensor*> writes);
+void copy(const at::Tensor& src, const at::Tensor& dst);
 void event_record(const void* event, const c10::Stream& s);
 void event_wait(const void* event, const c10::Stream& s);
 void event_sync(const void* event);
-void stream_sync(const c10::Stream& s);
+void host_wait(const c10::Stream& s);
 void device_sync(c10::DeviceIndex d);
 void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
                  const std::vector<std::int64_t>& recorded_streams);
 }  // namespace detail
 
-// One-line hooks.
-inline void on_op(const c10::OperatorHandle& o, c10::ArrayRef<c10::IValue> args, const std::vector<bool>& written) {
-  if (enabled()) detail::op(o, args, written);
-}
-// `plan` is the fallback's ExecutePlan: its per-argument `written` flags come from the schema.
+// ---------------------------------------------------------------------------------------------------
+// The hooks (one line at each call site).
+
+//! An op's arguments, read or written by the schema's alias annotations; `plan` is the op engine's
+//! OpPlan (its interned name and per-argument `written` flags).
 template <class Plan>
-inline void on_op(const c10::OperatorHandle& o, c10::ArrayRef<c10::IValue> args, const Plan& plan) {
+inline void on_op(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   if (!enabled()) return;
-  std::vector<bool> written;
+  std::vector<char> written;
   written.reserve(plan.args.size());
   for (const auto& a : plan.args) written.push_back(a.written);
-  detail::op(o, args, written);
+  detail::op(plan.name, args, written);
 }
-inline void on_copy(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  if (enabled()) detail::copy(src, dst, non_blocking);
+//! An op's results: the fresh ones are written by it (written arguments and views were seen by on_op).
+template <class Plan>
+inline void on_outputs(const Plan& plan, c10::ArrayRef<c10::IValue> outs) {
+  if (!enabled()) return;
+  std::vector<char> fresh;
+  fresh.reserve(plan.returns.size());
+  for (const auto& r : plan.returns) fresh.push_back(r.kind == decltype(r.kind)::kFresh);
+  detail::outputs(plan.name, outs, fresh);
 }
-inline void on_outputs(const c10::OperatorHandle& o, c10::ArrayRef<c10::IValue> outs) {
-  if (enabled()) detail::outputs(o, outs);
+//! A kernel's operands on the current streams of their devices (fast kernels, fill_).
+inline void on_kernel(const char* name, std::initializer_list<const at::Tensor*> reads,
+                      std::initializer_list<const at::Tensor*> writes) {
+  if (enabled()) detail::kernel(name, reads, writes);
 }
-inline void on_tensor(const char* op, const at::Tensor& t, bool write) {
-  if (enabled()) detail::tensor(op, t, write);
+//! copy_: src read and dst written; a cross-device copy on both devices, ordered with both streams.
+inline void on_copy(const at::Tensor& src, const at::Tensor& dst) {
+  if (enabled()) detail::copy(src, dst);
 }
 inline void on_event_record(const void* e, const c10::Stream& s) { if (enabled()) detail::event_record(e, s); }
 inline void on_event_wait(const void* e, const c10::Stream& s) { if (enabled()) detail::event_wait(e, s); }
-inline void on_event_sync(const void* e) { if (enabled()) detail::event_sync(e); }
-inline void on_stream_sync(const c10::Stream& s) { if (enabled()) detail::stream_sync(s); }
+//! The host saw `e` complete (synchronize, or a query that returned true).
+inline void on_event_done(const void* e) { if (enabled()) detail::event_sync(e); }
+//! The host saw all work issued on `s` complete (synchronize, a blocking copy, the sync path, a query
+//! that returned true).
+inline void on_host_wait(const c10::Stream& s) { if (enabled()) detail::host_wait(s); }
 inline void on_device_sync(c10::DeviceIndex d) { if (enabled()) detail::device_sync(d); }
-// The caching allocator freed a block of `device` allocated on stream `alloc_stream` and used (by
-// record_stream) on `recorded_streams`: its reuse is ordered after their work up to now.
+//! The caching allocator freed a block of `device` allocated on stream `alloc_stream` and used (by
+//! record_stream) on `recorded_streams`: its reuse is ordered after their work up to now.
 inline void on_block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
                            const std::vector<std::int64_t>& recorded_streams) {
   if (enabled()) detail::block_freed(device, ptr, size, alloc_stream, recorded_streams);

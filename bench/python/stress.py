@@ -14,6 +14,11 @@ comparison reads the device value back without stalling the worker: a non-blocki
 memory on one of the worker's streams, ordered after the slot's last use, checked once its event
 completed. NaNs in the same places on both sides (a long chain of matmuls overflows on both) are equal.
 
+`--sanitizer` runs under the stream race checker (torch.openreg.sanitizer, report mode): a race in the
+tool's own ordering discipline fails the run. `--fuzz-seed S` runs under schedule fuzzing
+(OPENREG_SCHEDULE_FUZZ=S: random per-seed delays of every stream's work), and `--seeds N` sweeps seeds
+S..S+N-1, one process each: the run fails if any seed fails.
+
 `--inject-faults N` checks the checker: N times at random, it changes one element of a fresh result on
 the device and not in the reference. The run then passes only if every injected fault was caught.
 
@@ -307,6 +312,40 @@ class Worker(threading.Thread):
             self.error = e
 
 
+def _without(argv: List[str], flags) -> List[str]:
+    """argv without the given flags (and their values)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in flags:
+            skip = "=" not in a
+            continue
+        out.append(a)
+    return out
+
+
+def sweep(args, argv: List[str]) -> int:
+    """Runs the tool once per fuzz seed, each in its own process: the runtime reads OPENREG_SCHEDULE_FUZZ
+    once, when it starts."""
+    import subprocess
+
+    first = args.fuzz_seed if args.fuzz_seed is not None else 0
+    base = _without(argv, {"--fuzz-seed", "--seeds"})
+    failed = []
+    for seed in range(first, first + args.seeds):
+        env = dict(os.environ, OPENREG_SCHEDULE_FUZZ=str(seed))
+        print(f"stress: fuzz seed {seed}", flush=True)
+        rc = subprocess.call([sys.executable, os.path.abspath(__file__), *base, "--fuzz-seed", str(seed)], env=env)
+        if rc != 0:
+            failed.append(seed)
+    print(f"stress: {args.seeds - len(failed)} of {args.seeds} seeds passed"
+          + (f"; failed seeds: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="openreg concurrency stress run")
     parser.add_argument("--threads", type=int, default=4, help="Python threads issuing work")
@@ -319,7 +358,19 @@ def main(argv=None) -> int:
     parser.add_argument("--inject-faults", type=int, default=0,
                         help="per thread: change this many device results behind the checker's back; "
                              "the run passes only if it catches every one")
+    parser.add_argument("--sanitizer", action="store_true",
+                        help="check every op for stream races (torch.openreg.sanitizer, report mode)")
+    parser.add_argument("--fuzz-seed", type=int, default=None,
+                        help="schedule fuzzing with this seed (OPENREG_SCHEDULE_FUZZ)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="with --fuzz-seed S: run seeds S..S+N-1, one process each")
     args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
+    if args.fuzz_seed is not None and os.environ.get("OPENREG_SCHEDULE_FUZZ") != str(args.fuzz_seed) or args.seeds > 1:
+        return sweep(args, argv if argv is not None else sys.argv[1:])
+    if args.sanitizer:
+        torch.openreg.sanitizer.enable(report=True)  # before the first use of the device
 
     torch.openreg.init()
     devices = range(torch.openreg.device_count())

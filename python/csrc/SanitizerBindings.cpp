@@ -7,10 +7,18 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+namespace san = ::openreg::sanitizer;
 
 void bind_sanitizer(pybind11::module_& m) {
   // mode: 1 raises at the racing op, 2 records every race and reports at exit. False when the process
   // already runs in another mode (modes are fixed once, like OPENREG_SANITIZER).
-  m.def("_sanitizer_enable", torch::wrap_pybind_function([](int mode) { return ::openreg::sanitizer::enable(mode); }));
-  m.def("_sanitizer_mode", [] { return ::openreg::sanitizer::mode(); });
+  m.def("_sanitizer_enable", torch::wrap_pybind_function([](int mode) {
+          TORCH_CHECK_VALUE(mode == 1 || mode == 2, "sanitizer mode must be 1 (raise) or 2 (report), got ", mode);
+          return san::enable(static_cast<san::Mode>(mode));
+        }));
+  m.def("_sanitizer_mode", [] { return static_cast<int>(san::mode()); });
+  // The messages of the races found so far (report mode: all of them).
+  m.def("_sanitizer_races", [] { return san::race_messages(); });
 }

@@ -22,6 +22,8 @@ constexpr const char* kComputeThreadsVar = "OPENREG_COMPUTE_THREADS";
 constexpr const char* kMemoryCapacityVar = "OPENREG_MEMORY_CAPACITY";
 constexpr const char* kCopyBandwidthVar = "OPENREG_COPY_BANDWIDTH";
 constexpr const char* kLaunchQueueDepthVar = "OPENREG_LAUNCH_QUEUE_DEPTH";
+constexpr const char* kScheduleFuzzVar = "OPENREG_SCHEDULE_FUZZ";
+constexpr long long kMaxFuzzSeed = 999'999'999'999'999'999LL;  // parse_int's 18 digits
 constexpr int kMaxComputeThreads = 1024;
 
 std::string_view trim(std::string_view s) {
@@ -168,6 +170,9 @@ Config Config::from_env() {
   if (auto v = env(kLaunchQueueDepthVar)) {
     c.launch_queue_depth = static_cast<std::uint64_t>(
         parse_int(*v, kLaunchQueueDepthVar, kMinLaunchQueueDepth, kMaxLaunchQueueDepth));
+  }
+  if (auto v = env(kScheduleFuzzVar)) {
+    c.schedule_fuzz_seed = static_cast<std::uint64_t>(parse_int(*v, kScheduleFuzzVar, 0, kMaxFuzzSeed));
   }
   return c.resolved();
 }

@@ -40,6 +40,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -52,6 +53,7 @@
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/trace.h"
 #include "progress_counter.h"
+#include "schedule_fuzz.h"
 #include "trace_recorder.h"
 #include "work_item.h"
 
@@ -94,6 +96,7 @@ struct Stream::State {
   std::atomic<bool> destroyed{false};
 
   std::uint64_t queue_depth = 1;  // Config::launch_queue_depth; immutable
+  std::optional<std::uint64_t> fuzz_seed;  // Config::schedule_fuzz_seed; immutable
 
   // Failures not yet reported through the stream (see Note [Failure reporting]): the first one's
   // message, and how many more came after it. has_error lets the hot paths skip the lock.
@@ -128,6 +131,7 @@ Stream::Stream(Device& device, StreamId id, StreamPriority priority) : s_(std::m
   s_->id = id;
   s_->priority = priority;
   s_->queue_depth = device.runtime().config().launch_queue_depth;
+  s_->fuzz_seed = device.runtime().config().schedule_fuzz_seed;
   s_->all_items.reserve(kInitialItems);
   for (std::size_t i = 0; i < kInitialItems; ++i) {
     s_->all_items.push_back(new WorkItem);
@@ -405,6 +409,21 @@ WorkItem* Stream::take_next() {
 }
 
 bool Stream::step(WorkItem* item) {
+  if (s_->fuzz_seed && !item->fuzzed) {
+    item->fuzzed = true;  // decided once: when it comes back, it runs
+    // completed_count() is this item's position: the owner completes items in order.
+    const auto delay = detail::fuzz_delay(*s_->fuzz_seed, device_index(), static_cast<std::uint64_t>(s_->id),
+                                          s_->completed.load());
+    if (delay.count() > 0) {
+      // Parked on the fuzzer's timer, which owns the stream meanwhile (Note [Schedule fuzzing]); it
+      // hands the item back as the next to run and dispatches from its thread, as a copy engine does.
+      detail::run_after(delay, [this, item] {
+        s_->head = item;
+        dispatch();
+      });
+      return false;
+    }
+  }
   switch (item->kind) {
     case ItemKind::kKernel:
     case ItemKind::kHostCallback:

@@ -30,11 +30,13 @@ struct WorkItem {
   std::uint64_t correlation = 0;  // the enqueuer's trace_correlation(), for trace records
   std::int64_t enqueue_ns = 0;    // when it was enqueued, while tracing (0 otherwise)
   std::int64_t wait_start_ns = 0; // kEventWait: when the stream reached it, while tracing (0 otherwise)
+  bool fuzzed = false;            // its schedule-fuzz delay was decided (Note [Schedule fuzzing])
 
   //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
   void clear() noexcept {
     fn.reset();
     record.reset();
+    fuzzed = false;
   }
 };
 

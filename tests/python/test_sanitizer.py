@@ -1,6 +1,6 @@
-"""OPENREG_SANITIZER=1: stream races are reported at the op that completes them (Note [Stream race
-checker model] in backend/sanitizer/RaceChecker.h). Each program runs in a subprocess because the
-checker is enabled once per process from the environment."""
+"""OPENREG_SANITIZER=1 / torch.openreg.sanitizer: stream races are reported at the op that completes
+them (Note [Stream race checker model] in backend/sanitizer/RaceChecker.h). Each program runs in a
+subprocess because the checker is enabled once per process."""
 import os
 import subprocess
 import sys
@@ -15,13 +15,11 @@ side = torch.Stream(device="openreg")
 """
 
 
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run(body, mode="1"):
-    # tests/ on the path: correct programs include the project's own workloads (tests/support).
-    path = os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, OPENREG_SANITIZER=mode, PYTHONPATH=path)
+def run(body, mode="1", pythonpath=None):
+    env = dict(os.environ, OPENREG_SANITIZER=mode)
+    env.pop("OPENREG_SCHEDULE_FUZZ", None)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")])
     code = PRELUDE + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
@@ -127,18 +125,77 @@ CORRECT = {
             y = x * 2
         x.record_stream(side)
         del x
-        import time
-        time.sleep(0.05)  # side's work ends: the allocator may now hand x's block to the default stream
         z = torch.empty(1 << 16, device="openreg").fill_(5)
         cur().wait_stream(side)
-        print(y.sum().item(), z.sum().item())
+        print((y.sum() + z.sum()).item())
         """,
-    "project_workloads_one_device_and_data_parallel": """
-        from support import workloads
-        x, y = workloads.make_data(seed=0, samples=256)
-        m = workloads.make_model(seed=0)
-        print(workloads.train_single(m, x, y, "openreg:0", epochs=2, batch=64).losses)
-        print(workloads.train_data_parallel(m, x, y, ["openreg:0", "openreg:1"], epochs=2, batch=64).losses)
+    "host_saw_side_finish_by_item_before_free": """
+        x = torch.ones(1 << 16, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+            print(y.sum().item())  # the host waits for the side stream
+        del x
+        z = torch.empty(1 << 16, device="openreg").fill_(5)
+        print(y[0].item() + z[0].item())
+        """,
+    "host_saw_side_finish_by_cpu": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+            host = y.cpu()  # blocking copy: the host waits for the side stream
+        x.add_(1)  # the side stream's read of x is done
+        print(y.sum().item(), host.sum().item())
+        """,
+    "host_saw_event_by_synchronize": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        e = torch.Event(device="openreg")
+        with side:
+            y = x * 2
+        e.record(side)
+        e.synchronize()
+        x.add_(1)
+        print((y + 1).sum().item())
+        """,
+    "host_saw_event_by_query": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        e = torch.Event(device="openreg")
+        with side:
+            y = x * 2
+        e.record(side)
+        while not e.query():
+            pass
+        x.add_(1)
+        print((y + 1).sum().item())
+        """,
+    "host_saw_stream_by_query": """
+        x = torch.ones(4096, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+        while not side.query():
+            pass
+        x.add_(1)
+        print((y + 1).sum().item())
+        """,
+    "cross_device_copy_ordered_by_copy_itself": """
+        a = torch.ones(1000, device="openreg:0")
+        b = a.to("openreg:1")  # runs after device 1's current stream, which then waits for it
+        b.mul_(3)
+        c = b.to("openreg:0")
+        print((a + c).sum().item())
+        """,
+    "fast_kernels_in_one_stream": """
+        a = torch.randn(64, 64, device="openreg")
+        b = torch.randn(64, 64, device="openreg")
+        for _ in range(5):
+            c = torch.relu(a @ b + a * 2 - b / 3)
+            a.add_(c, alpha=0.1)
+            torch.addmm(b[0], a, b.t())
+        print(a.sum().item())
         """,
     "training_loop": """
         m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).to("openreg")
@@ -153,50 +210,181 @@ CORRECT = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CORRECT))
-def test_correct_program_has_no_report(name):
-    r = run(CORRECT[name])
-    assert r.returncode == 0, r.stderr
-    assert "stream race" not in r.stderr
-
-
-def test_enable_from_python_raises_accelerator_error_with_both_stacks():
-    body = """
-        import torch.openreg.sanitizer as san
-        assert not san.is_enabled()
-        san.enable()
-        assert san.is_enabled()
-
-        def producer(a):
-            a.mul_(2)
-
-        def consumer(a):
-            with side:
-                return a.sum()
-
-        a = torch.ones(1000, device="openreg")
-        producer(a)
-        try:
-            consumer(a)
-        except torch.AcceleratorError as e:
-            assert e.error_code == san.RACE_ERROR_CODE and isinstance(e, RuntimeError)
-            print(str(e))
-        try:
-            san.enable(report=True)
-        except RuntimeError as e:
-            print("second mode refused:", e)
-        """
-    r = run(body, mode="0")
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert "stream race" in out and "aten::sum" in out and "aten::mul_" in out
-    # The Python stack where each op was issued.
-    assert "in consumer" in out and "in producer" in out
-    assert out.index("in consumer") < out.index("is not ordered after") < out.index("in producer")
-    assert "second mode refused" in out
+def test_correct_programs_have_no_report():
+    # One process for the whole corpus (report mode: every race would be counted); each program runs in
+    # its own namespace and ends with the device idle, so none can leave history for the next.
+    driver = "import textwrap\nPROGRAMS = " + repr(CORRECT) + textwrap.dedent("""
+        for name, body in sorted(PROGRAMS.items()):
+            before = len(torch.openreg.sanitizer.races())
+            exec(textwrap.dedent(body), {"torch": torch, "side": side, "cur": cur})
+            torch.accelerator.synchronize()
+            side.synchronize()
+            print("PROGRAM", name, len(torch.openreg.sanitizer.races()) - before)
+        """)
+    r = run(driver, mode="report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in CORRECT:
+        assert f"PROGRAM {name} 0" in r.stdout, (name, r.stdout, r.stderr)
 
 
 def test_bad_value_names_the_variable():
     r = run("print('imported')", mode="bogus")
     assert r.returncode != 0
     assert "OPENREG_SANITIZER" in r.stderr
+
+
+def test_freed_without_record_stream_is_reported_only_when_reused():
+    # CUDA's caching allocator has the same rule: the race is the reuse, not the free.
+    body = """
+        x = torch.ones(1 << 16, device="openreg")
+        side.wait_stream(cur())
+        with side:
+            y = x * 2
+        del x
+        print("freed")
+        """
+    r = run(body)
+    assert r.returncode == 0 and "stream race" not in r.stderr, r.stderr
+    r = run(body + "z = torch.empty(1 << 16, device='openreg').fill_(5)\n")
+    assert r.returncode != 0
+    assert "write by aten::fill_" in r.stderr and "read by aten::mul" in r.stderr, r.stderr
+
+
+def test_fast_kernels_are_checked():
+    # add/mul/mm/relu take unboxed fast kernels: their operands are checked like any op's.
+    r = run("""
+        a = torch.randn(32, 32, device="openreg")
+        b = torch.randn(32, 32, device="openreg")
+        with side:
+            c = a @ b
+        """)
+    assert r.returncode != 0
+    assert "read by aten::mm" in r.stderr and "write by aten::" in r.stderr, r.stderr
+
+
+ENABLE_PRELUDE = """
+import os, torch, torch_openreg
+assert not torch.openreg.sanitizer.is_enabled()
+torch.openreg.sanitizer.enable({args})
+side = torch.Stream(device="openreg")
+def produce():
+    a = torch.ones(1000, device="openreg")
+    a.mul_(2)
+    return a
+def consume(a):
+    with side:
+        return a.sum()
+"""
+
+
+def run_plain(code):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENREG_SANITIZER", "OPENREG_SCHEDULE_FUZZ")}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_enable_raises_accelerator_error_naming_both_accesses_and_their_stacks():
+    r = run_plain(ENABLE_PRELUDE.format(args="") + textwrap.dedent("""
+        a = produce()
+        try:
+            consume(a)
+        except torch.AcceleratorError as e:
+            assert e.error_code == torch.openreg.sanitizer.RACE_ERROR_CODE and isinstance(e, RuntimeError)
+            print("MESSAGE", e)
+        """))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "MESSAGE" in out, out
+    read, _, write = out.partition("is not ordered after the earlier")
+    # The racing read: op, stream, device, tensor, byte range, and where it was issued.
+    assert "read by aten::sum" in read and "stream 1 on openreg:0" in read, out
+    assert "Float[1000]" in read and "bytes [0x" in read, out
+    assert "in consume" in read and "in produce" not in read, out
+    # The earlier write, with its own stack.
+    assert "write by aten::mul_" in write and "stream 0 on openreg:0" in write, out
+    assert "in produce" in write and "in consume" not in write, out
+
+
+def test_enable_report_mode_records_every_race_and_exits_nonzero():
+    r = run_plain(ENABLE_PRELUDE.format(args="report=True") + textwrap.dedent("""
+        a1, a2 = produce(), produce()  # both kept alive: no reuse of a block the side stream read
+        consume(a1)
+        consume(a2)
+        print("continued", len(torch.openreg.sanitizer.races()))
+        """))
+    assert "continued 2" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 66  # torch.openreg.sanitizer.RACE_ERROR_CODE
+    assert "2 stream race(s) found" in r.stderr, r.stderr
+
+
+def test_enable_in_the_other_mode_than_the_environment_is_an_error():
+    r = run("""
+        assert torch.openreg.sanitizer.is_enabled()
+        torch.openreg.sanitizer.enable()  # same mode: fine
+        try:
+            torch.openreg.sanitizer.enable(report=True)
+        except RuntimeError as e:
+            print("refused:", e)
+        """)
+    assert r.returncode == 0, r.stderr
+    assert "refused:" in r.stdout and "raise mode" in r.stdout, r.stdout
+
+
+def test_checker_off_by_default():
+    r = run_plain("""
+import torch, torch_openreg
+side = torch.Stream(device="openreg")
+a = torch.ones(1000, device="openreg")
+a.mul_(2)
+with side:
+    b = a.sum()
+print("ok", torch.openreg.sanitizer.is_enabled())
+""")
+    assert r.returncode == 0 and "ok False" in r.stdout, r.stderr
+
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+WORKLOADS = """
+import torch, torch_openreg
+from support import workloads  # tests/support, on PYTHONPATH
+x, y = workloads.make_data(seed=3, samples=128)
+m = workloads.make_model(seed=3)
+workloads.train_single(m, x, y, "openreg:0", epochs=1)
+workloads.train_data_parallel(m, x, y, ["openreg:0", "openreg:1"], epochs=1)
+workloads.train_pipeline(m, x, y, ["openreg:0", "openreg:1"], split=2, epochs=1)
+
+# The overlap benchmark's pattern: chunks of one buffer through H2D copy, kernel and D2H copy, each
+# chunk on one of several streams, pinned memory and non-blocking copies; then every stream synchronized.
+n, chunks = 1 << 16, 16
+host_in, host_out = torch.randn(n).pin_memory(), torch.empty(n).pin_memory()
+buf = torch.empty(n, device="openreg")
+streams = [torch.openreg.Stream("openreg") for _ in range(4)]
+step = n // chunks
+for _ in range(2):
+    for i in range(chunks):
+        sl = slice(i * step, (i + 1) * step)
+        with torch.openreg.stream(streams[i % 4]):
+            buf[sl].copy_(host_in[sl], non_blocking=True)
+            torch.sin(buf[sl], out=buf[sl])
+            host_out[sl].copy_(buf[sl], non_blocking=True)
+    for s in streams:
+        s.synchronize()
+assert torch.equal(host_out, host_in.sin())
+print("workloads done", len(torch.openreg.sanitizer.races()))
+"""
+
+
+def test_project_workloads_run_clean_under_the_checker():
+    # Report mode: every race would be listed and the exit status would be 66.
+    r = run(WORKLOADS, mode="report", pythonpath=os.path.join(ROOT, "tests"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "workloads done 0" in r.stdout and "stream race" not in r.stderr, r.stderr
+
+
+def test_stress_tool_runs_clean_under_the_checker():
+    env = dict(os.environ, OPENREG_SANITIZER="report")
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "python", "stress.py"), "--threads", "2", "--ops", "250",
+           "--seconds", "60", "--seed", "5"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stress: PASS" in r.stdout and "stream race" not in r.stderr, r.stdout + r.stderr

@@ -171,7 +171,6 @@ static_assert(kTravelsInline<MatmulKernel>, "fast items travel inline");
 
 //! An openreg tensor the fast path can alias as a plain contiguous CPU tensor.
 bool plain(const at::Tensor& t) {
-  if (::openreg::sanitizer::enabled()) return false;  // the race checker sees ops on the general path
   return t.defined() && t.device().type() == kOpenReg && t.layout() == c10::kStrided && t.is_contiguous() &&
          !t.is_neg() && !t.is_conj() && t.numel() > 0 && t.has_storage();
 }
@@ -237,6 +236,16 @@ std::string impl_name(const char* name, const char* overload, bool in_place) {
 const char* item_name(FastOp op) {
   static const auto* names = new std::vector<std::string>{
 #define OPENREG_FAST_NAME(id, name, overload, kind, call) "aten::" + impl_name(name, overload, false),
+      OPENREG_FAST_OPS(OPENREG_FAST_NAME)
+#undef OPENREG_FAST_NAME
+  };
+  return (*names)[static_cast<std::size_t>(op)].c_str();
+}
+
+//! The in-place op's name ("aten::add_.Tensor") for the sanitizer's reports; built once, leaked.
+const char* in_place_name(FastOp op) {
+  static const auto* names = new std::vector<std::string>{
+#define OPENREG_FAST_NAME(id, name, overload, kind, call) "aten::" + impl_name(name, overload, true),
       OPENREG_FAST_OPS(OPENREG_FAST_NAME)
 #undef OPENREG_FAST_NAME
   };
@@ -314,6 +323,7 @@ at::Tensor binary_impl(const char* name, const char* overload, const at::Tensor&
   if (auto item = binary_item(kOp, self, other, alpha, /*in_place=*/false)) {
     at::Tensor out = fresh_output(self, self.sizes(), self.scalar_type());
     item->out = data_of(out);
+    ::openreg::sanitizer::on_kernel(item_name(kOp), {&self, &other}, {&out});
     launch(kOp, self, *item);
     return out;
   }
@@ -326,6 +336,7 @@ at::Tensor& binary_impl_(const char* name, const char* overload, at::Tensor& sel
                          const c10::Scalar& alpha, bool with_alpha) {
   if (auto item = binary_item(kOp, self, other, alpha, /*in_place=*/true)) {
     item->out = const_cast<void*>(item->self);
+    ::openreg::sanitizer::on_kernel(in_place_name(kOp), {&other}, {&self});
     launch(kOp, self, *item);
     return self;
   }
@@ -337,6 +348,7 @@ template <FastOp kOp>
 at::Tensor unary_impl(const char* name, const char* overload, const at::Tensor& self) {
   if (plain(self) && fast_dtype(self.scalar_type())) {
     at::Tensor out = fresh_output(self, self.sizes(), self.scalar_type());
+    ::openreg::sanitizer::on_kernel(item_name(kOp), {&self}, {&out});
     launch(kOp, self,
            ElementwiseKernel{data_of(out), data_of(self), nullptr, self.numel(), 0.0, 1.0, kOp, self.scalar_type(),
                              false});
@@ -354,6 +366,7 @@ at::Tensor mm_impl(const char* name, const char* overload, const at::Tensor& sel
       mat2.scalar_type() == self.scalar_type() && fits_int32(self.size(0)) && fits_int32(self.size(1)) &&
       fits_int32(mat2.size(1))) {
     at::Tensor out = fresh_output(self, {self.size(0), mat2.size(1)}, self.scalar_type());
+    ::openreg::sanitizer::on_kernel(item_name(kOp), {&self, &mat2}, {&out});
     launch(kOp, self,
            MatmulKernel{data_of(out), data_of(self), data_of(mat2), nullptr, static_cast<std::int32_t>(self.size(0)),
                         static_cast<std::int32_t>(self.size(1)), static_cast<std::int32_t>(mat2.size(1)), 1.0f, 1.0f,
@@ -391,6 +404,7 @@ at::Tensor addmm_impl(const char* name, const char* overload, const at::Tensor& 
     const bool full = self.dim() == 2 && self.size(0) == n && self.size(1) == m;
     if (row || full) {
       at::Tensor out = fresh_output(mat1, {n, m}, dtype);
+      ::openreg::sanitizer::on_kernel(item_name(kOp), {&self, &mat1, &mat2}, {&out});
       launch(kOp, mat1,
              MatmulKernel{data_of(out), data_of(mat1), data_of(mat2), data_of(self), static_cast<std::int32_t>(n),
                           static_cast<std::int32_t>(mat1.size(1)), static_cast<std::int32_t>(m), *alpha_value,

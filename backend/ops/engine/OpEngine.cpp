@@ -31,6 +31,9 @@
 // waits for the current stream, runs the CPU kernel on aliases on the calling thread, and copies fresh
 // results into new device tensors.
 //
+// With OPENREG_SANITIZER, each op's accesses are checked here, when it is issued (Note [Sanitizer
+// hooks] in ../../sanitizer/Sanitizer.h).
+//
 // Random ops take a seed from the openreg generator when they are *issued* (Note [Random ops take
 // their seed at enqueue time] in OpenRegGenerator.h) and their kernel runs with a CPU generator seeded
 // with it.
@@ -128,10 +131,14 @@ void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const OpPlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
   check_op_coverage(op, plan, args);  // before anything is queued
-  ::openreg::sanitizer::on_op(op, args, plan);
   const c10::DeviceIndex device = device_of_op(plan, args);
-  if (takes_sync_path(plan, args) || !run_async(op, plan, stack, device)) run_sync(op, plan, stack, device);
-  ::openreg::sanitizer::on_outputs(op, torch::jit::last(*stack, op.schema().returns().size()));
+  ::openreg::sanitizer::on_op(plan, args);  // raises a race before anything is queued
+  if (!takes_sync_path(plan, args) && run_async(op, plan, stack, device)) {
+    ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
+    return;
+  }
+  run_sync(op, plan, stack, device);
+  ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -6,6 +6,7 @@
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/ExecutionPaths.h"
 #include "backend/ops/engine/Outputs.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty_strided.h>
@@ -59,7 +60,9 @@ void run_sync(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Sta
   const size_t n = plan.args.size();
   auto args = torch::jit::last(*stack, n);
   c10::openreg::warn_or_error_on_sync();  // the host now waits for the device
-  c10::openreg::current_openreg_stream(device).synchronize();
+  const c10::openreg::OpenRegStream stream = c10::openreg::current_openreg_stream(device);
+  stream.synchronize();
+  ::openreg::sanitizer::on_host_wait(stream);
 
   c10::IValue generator;
   if (plan.generator_arg >= 0) {

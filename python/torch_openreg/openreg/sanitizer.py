@@ -41,3 +41,8 @@ def enable(report: bool = False) -> None:
 def is_enabled() -> bool:
     """Whether the race checker is on (from ``OPENREG_SANITIZER`` or :func:`enable`)."""
     return _C._sanitizer_mode() > 0
+
+
+def races() -> list[str]:
+    """The messages of the races found so far (in report mode, every one; in raise mode, those raised)."""
+    return list(_C._sanitizer_races())

@@ -163,7 +163,7 @@ TEST(RaceChecker, FreedBlockReusedWithoutRecordStreamIsARace) {
   write(c, kDefault, 0, 64, "empty+fill_");
   c.synchronize_device(kHost, 0);
   read(c, kSide, 0, 64, "sum");                 // side stream reads, no record_stream
-  c.free_block(0, 0, 64, kDefault, {});         // freed on the default stream
+  c.free_block(kHost, 0, 0, 64, kDefault, {});         // freed on the default stream
   std::string msg = race_message([&] { write(c, kDefault, 0, 32, "normal_"); });  // reused
   EXPECT_NE(msg.find("write by normal_"), std::string::npos) << msg;
   EXPECT_NE(msg.find("read by sum"), std::string::npos) << msg;
@@ -174,10 +174,38 @@ TEST(RaceChecker, RecordStreamMakesReuseSafe) {
   write(c, kDefault, 0, 64, "fill_");
   c.synchronize_device(kHost, 0);
   read(c, kSide, 0, 64, "sum");
-  c.free_block(0, 0, 64, kDefault, {kSide});
+  c.free_block(kHost, 0, 0, 64, kDefault, {kSide});
   write(c, kDefault, 0, 32, "normal_");
   write(c, kSide, 32, 64, "normal_");  // reused by another stream: the free ordered it
   EXPECT_EQ(c.report_count(), 0u);
+}
+
+TEST(RaceChecker, FreeAfterTheHostSawTheOtherStreamFinishIsSafe) {
+  RaceChecker c;
+  write(c, kDefault, 0, 64, "fill_");
+  c.wait_stream(kSide, kDefault);
+  read(c, kSide, 0, 64, "sum");       // no record_stream ...
+  c.synchronize_stream(kHost, kSide);  // ... but the host saw the side stream finish (item, cpu, sync)
+  c.free_block(kHost, 0, 0, 64, kDefault, {});
+  write(c, kDefault, 0, 64, "normal_");
+  EXPECT_EQ(c.report_count(), 0u);
+}
+
+TEST(RaceChecker, EventQueryThatReturnedTrueOrdersTheHost) {
+  RaceChecker c;
+  write(c, kSide, 0, 16, "mul_");
+  c.record_event(9, kSide);
+  c.synchronize_event(kHost, 9);  // query() == true is the same observation
+  write(c, kDefault, 0, 16, "add_");
+  EXPECT_EQ(c.report_count(), 0u);
+}
+
+TEST(RaceChecker, OneReportPerPairOfOpsAcrossSegments) {
+  RaceChecker c(RaceChecker::Mode::Record);
+  write(c, kDefault, 0, 16, "fill_");
+  write(c, kDefault, 16, 32, "fill_");  // two segments written by two ops of one stream
+  read(c, kSide, 0, 32, "sum");         // races with both fills: two reports, not more
+  EXPECT_EQ(c.report_count(), 2u);
 }
 
 TEST(RaceChecker, RecordModeKeepsGoingAndCounts) {

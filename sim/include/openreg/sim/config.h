@@ -3,6 +3,7 @@
 // OPENREG_* environment variables once; tests construct Runtimes with explicit Configs.
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace openreg::sim {
@@ -31,6 +32,9 @@ struct Config {
   //! thread issuing more waits for the device; kMinLaunchQueueDepth..kMaxLaunchQueueDepth.
   //! See Note [Bounded launch queue].
   std::uint64_t launch_queue_depth = kDefaultLaunchQueueDepth;
+  //! OPENREG_SCHEDULE_FUZZ: a seed (0..10^18-1) turns on schedule fuzzing, random delays of each
+  //! stream's items that are the same for the same seed; unset: off. See Note [Schedule fuzzing].
+  std::optional<std::uint64_t> schedule_fuzz_seed;
 
   //! Defaults overridden by the OPENREG_* environment variables, then resolved.
   //! Throws ConfigError naming the variable when a value is malformed or out of range.
