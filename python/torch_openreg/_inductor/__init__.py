@@ -221,8 +221,8 @@ def _openreg_codegen_backend_is_cpp() -> None:
         return original(device_type)
 
     get_current_backend._openreg = True  # type: ignore[attr-defined]
-    utils.get_current_backend = get_current_backend  # type: ignore[assignment]
-    common.get_current_backend = get_current_backend  # type: ignore[attr-defined]
+    utils.get_current_backend = get_current_backend
+    common.get_current_backend = get_current_backend
 
 
 class _CodegenVersion(CustomGraphModulePass):
