@@ -181,3 +181,113 @@ def test_reduce_overhead_is_refused_with_a_clear_message():
     g = torch.compile(lambda a: (a * 2).relu())  # the default mode still compiles afterwards
     x = torch.randn(16, device="openreg")
     torch.testing.assert_close(g(x).cpu(), (x.cpu() * 2).relu())
+
+
+def test_inductor_fullgraph_standard_models_have_no_graph_break():
+    # fullgraph=True raises on any graph break; forward and backward both compile.
+    torch.manual_seed(0)
+    models = [
+        (torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)), (3, 8)),
+        (torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()), (2, 3, 6, 6)),
+        (torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True), (2, 3, 8)),
+    ]
+    for model, shape in models:
+        model = model.to("openreg")
+        ref = copy.deepcopy(model)
+        x = torch.randn(*shape, device="openreg")
+        out = torch.compile(model, fullgraph=True)(x)
+        out.sum().backward()
+        ref(x).sum().backward()
+        for p, rp in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), rp.grad.cpu(), rtol=1e-4, atol=1e-4)
+
+
+def test_inductor_lstm_backward():
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 8, batch_first=True).to("openreg")
+    ref = copy.deepcopy(lstm)
+    x = torch.randn(2, 3, 4, device="openreg")
+    torch.compile(lstm)(x)[0].sum().backward()
+    ref(x)[0].sum().backward()
+    for p, rp in zip(lstm.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), rp.grad.cpu(), rtol=1e-4, atol=1e-4)
+
+
+def test_compiled_optimizer_step_matches_eager():
+    torch.manual_seed(0)
+    params = [torch.randn(16, 8, device="openreg"), torch.randn(8, device="openreg")]
+    ref_params = [p.clone() for p in params]
+    grads = [torch.randn_like(p) for p in params]
+    opt = torch.optim.Adam(params, lr=0.01)
+    ref_opt = torch.optim.Adam(ref_params, lr=0.01)
+    for p, rp, g in zip(params, ref_params, grads):
+        p.grad, rp.grad = g.clone(), g.clone()
+
+    @torch.compile
+    def step():
+        opt.step()
+
+    # No synchronization between steps: Adam's step counters are CPU tensors that a CPU kernel of the
+    # compiled graph increments while the openreg kernel reading them may still be queued (Note
+    # [Compiled kernels that touch CPU tensors]).
+    for _ in range(10):
+        step()
+        ref_opt.step()
+    for p, rp in zip(params, ref_params):
+        torch.testing.assert_close(p.cpu(), rp.cpu(), rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_dropout_is_reproducible_under_manual_seed():
+    # Inductor's random kernels take their seeds from openreg's generator (a seed tensor drawn when the
+    # compiled call is issued), so torch.manual_seed fixes them. As on CUDA and CPU, the bits differ
+    # from eager dropout's: Inductor uses its own counter-based generator.
+    f = torch.compile(lambda a: torch.nn.functional.dropout(a, 0.5, training=True))
+    x = torch.ones(4096, device="openreg")
+    torch.manual_seed(1)
+    first = f(x).cpu()
+    torch.manual_seed(1)
+    again = f(x).cpu()
+    torch.manual_seed(2)
+    other = f(x).cpu()
+    assert torch.equal(first, again)
+    assert not torch.equal(first, other)
+    assert set(first.unique().tolist()) == {0.0, 2.0}
+    assert 0.4 < (first == 0).float().mean().item() < 0.6
+
+
+def test_compiled_kernel_failure_is_reported_at_sync_with_its_name():
+    # An out-of-bounds index fails inside the compiled kernel on a device thread: like an eager kernel
+    # failure, it is reported at the next synchronization, naming the kernel, and the device goes on.
+    f = torch.compile(lambda a, i: a[i] + 1)
+    x = torch.randn(8, device="openreg")
+    torch.testing.assert_close(f(x, torch.tensor([1, 2], device="openreg")).cpu(), x.cpu()[[1, 2]] + 1)
+    f(x, torch.tensor([0, 100], device="openreg"))
+    with pytest.raises(RuntimeError, match="cpp_fused.*index out of bounds"):
+        torch.openreg.synchronize()
+    torch.testing.assert_close(f(x, torch.tensor([3, 4], device="openreg")).cpu(), x.cpu()[[3, 4]] + 1)
+
+
+_CACHE_PROBE = """
+import torch, torch_openreg
+from torch._dynamo.utils import counters
+f = torch.compile(lambda a: (a.sin() * 2 + 1).relu())
+x = torch.arange(16, dtype=torch.float32, device="openreg")
+torch.testing.assert_close(f(x).cpu(), (x.cpu().sin() * 2 + 1).relu())
+print(counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
+"""
+
+
+def test_compile_cache_is_reused_across_processes(tmp_path):
+    import os
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="1")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", _CACHE_PROBE], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        hit, miss = map(int, out.stdout.split()[-2:])
+        return hit, miss
+
+    assert run() == (0, 1)
+    assert run() == (1, 0)  # the second process loads the graph (and its openreg kernels) from the cache

@@ -35,6 +35,7 @@ from torch._inductor.codegen.common import (
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.virtualized import V
 
 # Where the generated kernel modules find openreg_launch_compiled_kernel (they are built without
@@ -113,6 +114,27 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
         return f"torch.openreg.device({device_idx})"
 
 
+def _is_cpu_buffer(arg: Any) -> bool:
+    """Whether a kernel call argument names a CPU tensor of the graph being compiled."""
+    if not isinstance(arg, str):
+        return False
+    buffer = V.graph.try_get_buffer(arg)
+    if buffer is None or not hasattr(buffer, "get_device"):
+        return False
+    device = buffer.get_device()
+    return device is not None and device.type == "cpu"
+
+
+# Note [Compiled kernels that touch CPU tensors]
+# An openreg kernel may take CPU tensors as arguments: Adam's and AdamW's step counters are 0-d CPU
+# tensors, which a CPU kernel of the same graph increments in place on the calling thread. The CPU
+# allocator and CPU kernels are not stream-ordered, so a queued openreg kernel holding a raw pointer
+# into CPU memory would race with the next CPU kernel (or with the CPU buffer's reuse after the wrapper
+# frees it): the host waits for the current stream right after enqueueing such a kernel. CUDA does
+# not need this because Inductor passes a 0-d CPU tensor to a GPU kernel by value at launch; openreg's
+# C++ kernels take it by pointer. Kernels over device tensors only stay asynchronous.
+
+
 class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> Any:
@@ -129,6 +151,9 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
         # The kernel's entry enqueues it on the current stream (Note [Compiled kernels are stream
         # work items]): a plain call, as for CPU kernels.
         self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+        if any(_is_cpu_buffer(arg) for arg in call_args):
+            # Note [Compiled kernels that touch CPU tensors]
+            self.writeline("torch.openreg.current_stream().synchronize()")
         return None
 
     def write_header(self) -> None:
@@ -172,10 +197,52 @@ def _treat_openreg_nodes_as_cpu() -> None:
     base.is_cpu = is_cpu  # type: ignore[method-assign]
 
 
+def _openreg_codegen_backend_is_cpp() -> None:
+    """Makes Inductor's ``get_current_backend()`` answer ``config.cpu_backend`` ("cpp") for openreg.
+
+    It answers ``config.cuda_backend`` ("triton") for every device it does not know, and the CSE
+    handler uses the answer to decide how to propagate dtypes through generated code: for openreg
+    kernels, which are C++ kernels, the Triton rules left some C++ values without a dtype and Inductor
+    failed on graphs with random ops (dropout). The function is imported by name, so the modules that
+    ask it on openreg's behalf are rebound too.
+    """
+    from torch._inductor import config, utils
+    from torch._inductor.codegen import common
+
+    if getattr(utils.get_current_backend, "_openreg", False):
+        return
+    original = utils.get_current_backend
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if not device_type:
+            device_type = V.graph.get_current_device_or_throw().type
+        if device_type == "openreg":
+            return config.cpu_backend
+        return original(device_type)
+
+    get_current_backend._openreg = True  # type: ignore[attr-defined]
+    utils.get_current_backend = get_current_backend
+    common.get_current_backend = get_current_backend
+
+
+class _CodegenVersion(CustomGraphModulePass):
+    """Keys Inductor's caches on this file: a graph compiled by an older openreg codegen (a wrapper
+    without its stream rules) must not be loaded from the FX graph cache. Inductor hashes the uuid of
+    every device's custom pass into the cache key; the pass itself changes nothing."""
+
+    def __call__(self, gm: Any) -> None:
+        return None
+
+    def uuid(self) -> bytes:
+        return get_hash_for_files((__file__,))
+
+
 def register() -> None:
     from torch_openreg import _C
 
     os.environ[_LAUNCHER_VAR] = str(_C._compiled_kernel_launcher())
     _treat_openreg_nodes_as_cpu()
+    _openreg_codegen_backend_is_cpp()
     register_device_op_overrides("openreg", OpenRegDeviceOpOverrides())
-    register_backend_for_device("openreg", OpenRegCppScheduling, OpenRegPythonWrapperCodegen, CppWrapperCpu)
+    register_backend_for_device("openreg", OpenRegCppScheduling, OpenRegPythonWrapperCodegen, CppWrapperCpu,
+                                device_custom_pass=_CodegenVersion())
