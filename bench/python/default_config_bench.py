@@ -67,7 +67,7 @@ def _ratio_rows(torch, make, step, n, reps):
     """Times `n` calls of step(state) on CPU and on openreg:0, alternating the two devices rep by rep
     (so load from other processes on a shared machine hits both alike); returns the medians
     (cpu s/call, openreg s/call)."""
-    states, runs = {}, {}
+    states = {}
     for dev in ("cpu", "openreg:0"):
         states[dev] = make(dev)
         for _ in range(max(2, n // 10)):
