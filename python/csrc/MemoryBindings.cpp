@@ -1,4 +1,5 @@
-// Bindings of the caching device allocator: statistics, cache control, the per-process memory
+// Bindings of what torch.accelerator.memory_* lacks for the caching device allocator (statistics, peaks,
+// empty_cache and mem_get_info go through torch.accelerator to the registered allocator): the per-process memory
 // fraction, raw allocations (caching_allocator_alloc), history recording and snapshots shaped like
 // torch.cuda.memory._snapshot() so torch.cuda._memory_viz renders them. Bindings only: the logic lives
 // in backend/OpenRegAllocator.*.
@@ -32,52 +33,12 @@ void installCapturedTracebackPython();
 namespace {
 
 namespace ore = c10::openreg;
-using c10::CachingAllocator::Stat;
-using c10::CachingAllocator::StatArray;
 using c10::CachingDeviceAllocator::RecordContext;
 using c10::CachingDeviceAllocator::TraceEntry;
 
 // Python ints are checked whole before they narrow to an int8 DeviceIndex (AcceleratorError when out of range).
 c10::DeviceIndex to_index(std::int64_t device) {
   return ore::checked_device_index(device);
-}
-
-// Flattens DeviceStats with torch.cuda.memory_stats()'s key names ("allocated_bytes.all.current").
-py::dict flat_memory_stats(const c10::CachingDeviceAllocator::DeviceStats& stats) {
-  py::dict out;
-  const auto add_stat = [&](const std::string& name, const Stat& s) {
-    out[py::str(name + ".current")] = s.current;
-    out[py::str(name + ".peak")] = s.peak;
-    out[py::str(name + ".allocated")] = s.allocated;
-    out[py::str(name + ".freed")] = s.freed;
-  };
-  const auto add_array = [&](const std::string& name, const StatArray& a) {
-    add_stat(name + ".all", a[0]);
-    add_stat(name + ".small_pool", a[1]);
-    add_stat(name + ".large_pool", a[2]);
-  };
-  add_array("allocation", stats.allocation);
-  add_array("segment", stats.segment);
-  add_array("active", stats.active);
-  add_array("inactive_split", stats.inactive_split);
-  add_array("allocated_bytes", stats.allocated_bytes);
-  add_array("reserved_bytes", stats.reserved_bytes);
-  add_array("active_bytes", stats.active_bytes);
-  add_array("inactive_split_bytes", stats.inactive_split_bytes);
-  add_array("requested_bytes", stats.requested_bytes);
-  add_stat("oversize_allocations", stats.oversize_allocations);
-  add_stat("oversize_segments", stats.oversize_segments);
-  out["num_alloc_retries"] = stats.num_alloc_retries;
-  out["num_ooms"] = stats.num_ooms;
-  out["num_sync_all_streams"] = stats.num_sync_all_streams;
-  out["num_device_alloc"] = stats.num_device_alloc;
-  out["num_device_free"] = stats.num_device_free;
-  out["max_split_size"] = stats.max_split_size;
-  return out;
-}
-
-c10::CachingDeviceAllocator::DeviceStats stats_of(std::int64_t device) {
-  return ore::device_allocator().getDeviceStats(to_index(device));
 }
 
 // Stack gatherers for record_history: called on the allocating (or freeing) thread outside the
@@ -247,29 +208,6 @@ RawAllocations& raw_allocations() {
 }  // namespace
 
 void bind_memory(py::module_& m) {
-  m.def("_memory_stats", torch::wrap_pybind_function([](std::int64_t device) { return flat_memory_stats(stats_of(device)); }));
-  m.def("_memory_allocated", torch::wrap_pybind_function([](std::int64_t device) {
-          return stats_of(device).allocated_bytes[0].current;
-        }));
-  m.def("_max_memory_allocated", torch::wrap_pybind_function([](std::int64_t device) {
-          return stats_of(device).allocated_bytes[0].peak;
-        }));
-  m.def("_memory_reserved", torch::wrap_pybind_function([](std::int64_t device) {
-          return stats_of(device).reserved_bytes[0].current;
-        }));
-  m.def("_max_memory_reserved", torch::wrap_pybind_function([](std::int64_t device) {
-          return stats_of(device).reserved_bytes[0].peak;
-        }));
-  m.def("_reset_peak_memory_stats", torch::wrap_pybind_function([](std::int64_t device) {
-          ore::device_allocator().resetPeakStats(to_index(device));
-        }));
-  m.def("_reset_accumulated_memory_stats", torch::wrap_pybind_function([](std::int64_t device) {
-          ore::device_allocator().resetAccumulatedStats(to_index(device));
-        }));
-  m.def("_empty_cache", torch::wrap_pybind_function_no_gil([] { ore::device_allocator().emptyCache(); }));
-  m.def("_mem_get_info", torch::wrap_pybind_function([](std::int64_t device) {
-          return ore::device_allocator().getMemoryInfo(to_index(device));  // (free, total)
-        }));
   m.def("_set_memory_fraction", torch::wrap_pybind_function([](double fraction, std::int64_t device) {
           ore::device_allocator().set_memory_fraction(fraction, to_index(device));
         }));

@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from torch_openreg import _C
 
 from ._device_index import Device, _current_device, _DeviceSelector, _get_device_index
@@ -59,22 +61,27 @@ def _maybe_exchange_device(idx: int) -> int:
     return int(_C._exchange_device(idx))
 
 
-class device(_DeviceSelector):
+class device(torch.accelerator.device_index, _DeviceSelector):
     """Context manager that makes ``device`` current and restores the previous device on exit.
+
+    torch.accelerator.device_index does the exchange; this class adds torch.cuda.device's argument
+    types and starts the runtime on entry.
 
     Args:
         device (torch.device, str or int): the device to select; a negative int or None is a no-op.
     """
 
     def __init__(self, device: Any):
-        self.idx = _get_device_index(device, optional=True)
-        self.prev_idx = -1
+        super().__init__(_get_device_index(device, optional=True))  # sets idx (torch.cuda.device's attribute)
 
     def __enter__(self) -> None:
-        self.prev_idx = _exchange_device(self.idx)
+        if self.idx >= 0:  # a negative index selects nothing, as in torch.cuda.device
+            _lazy_init()
+            super().__enter__()
 
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        self.idx = _maybe_exchange_device(self.prev_idx)
+        if self.idx >= 0:
+            super().__exit__(exc_type, exc_value, traceback)
 
 
 class device_of(device):

@@ -16,7 +16,7 @@ Device = Union[int, str, torch.device, None]
 
 def _current_device() -> int:
     _lazy_init()
-    return _C._get_device()
+    return torch.accelerator.current_device_index()
 
 
 class _DeviceSelector:
@@ -44,28 +44,25 @@ def _checked(idx: int) -> int:
 def _get_device_index(device: Any, optional: bool = False) -> int:
     """The openreg device index that ``device`` names, like ``torch.cuda._utils._get_device_index``.
 
-    A non-negative index that names no device raises ``torch.AcceleratorError`` (a RuntimeError, as
-    torch.cuda's "invalid device ordinal") giving the valid range; a negative int is returned as is.
-    ``"openreg"`` or ``torch.device("openreg")`` without an index, and ``None``, mean the current
-    device when ``optional`` is True. Another device type raises ValueError; a malformed string raises
-    what ``torch.device`` raises (RuntimeError).
+    torch.accelerator._get_device_index does the parsing (int, str, torch.device, None; another device
+    type raises ValueError, a malformed string what ``torch.device`` raises). Around it, what it leaves
+    to the backend: a bool is refused, the ``torch.openreg.device`` context managers are accepted (as
+    torch.cuda accepts its own), the current device starts the runtime first, and a non-negative index
+    that names no device raises ``torch.AcceleratorError`` (a RuntimeError, as torch.cuda's "invalid
+    device ordinal") giving the valid range; a negative int is returned as is.
     """
     if isinstance(device, bool):  # a bool is an int to Python, never a meaningful device
         raise ValueError(f"Expected an openreg device index, but got: {device!r}")
-    if isinstance(device, int):
-        return _checked(device)
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "openreg":
-            raise ValueError(f"Expected an openreg device, but got: {device}")
-        if device.index is not None:
-            return _checked(device.index)
-        if optional:
-            return _current_device()
-        raise ValueError(f"Expected a torch.device with a specified index or an integer, but got: {device}")
     if isinstance(device, _DeviceSelector):
         return device.idx
-    if device is None and optional:
-        return _current_device()
-    raise ValueError(f"Expected an openreg device (int, str or torch.device), but got: {device!r}")
+    if isinstance(device, str):
+        device = torch.device(device)
+    if not isinstance(device, (int, torch.device)) and device is not None:
+        raise ValueError(f"Expected an openreg device (int, str or torch.device), but got: {device!r}")
+    if isinstance(device, torch.device) and device.type != "openreg":
+        raise ValueError(f"Expected an openreg device, but got: {device}")
+    if device is None or (isinstance(device, torch.device) and device.index is None):
+        if not optional:
+            raise ValueError(f"Expected a torch.device with a specified index or an integer, but got: {device}")
+        _lazy_init()  # the current device is the runtime's
+    return _checked(torch.accelerator._get_device_index(device, optional))

@@ -11,7 +11,6 @@ structure, so ``torch.cuda._memory_viz`` renders them.
 
 from __future__ import annotations
 
-import collections
 import pickle
 import sys
 from typing import Any, Optional
@@ -46,52 +45,57 @@ def _index(device: Device) -> int:
     return _get_device_index(device, optional=True)
 
 
+# Statistics, peaks, the cache and mem_get_info go through torch.accelerator.memory_*, which reaches
+# the allocator registered for the openreg device type (c10::DeviceAllocator); only what
+# torch.accelerator lacks has bindings of its own here: the per-process memory fraction, raw
+# caching_allocator_alloc/delete, history recording, snapshots and the summary table.
+
+
 def memory_stats(device: Device = None) -> dict[str, Any]:
     """The caching allocator's statistics for ``device``, sorted by key (CUDA's key names)."""
-    stats = _C._memory_stats(_index(device))
-    return collections.OrderedDict(sorted(stats.items()))
+    return torch.accelerator.memory_stats(_index(device))
 
 
 def memory_allocated(device: Device = None) -> int:
     """Bytes of device memory held by tensors on ``device`` now."""
-    return int(_C._memory_allocated(_index(device)))
+    return int(torch.accelerator.memory_allocated(_index(device)))
 
 
 def max_memory_allocated(device: Device = None) -> int:
     """Peak of ``memory_allocated`` since start or the last ``reset_peak_memory_stats``."""
-    return int(_C._max_memory_allocated(_index(device)))
+    return int(torch.accelerator.max_memory_allocated(_index(device)))
 
 
 def memory_reserved(device: Device = None) -> int:
     """Bytes the caching allocator holds on ``device`` now (allocated plus cached)."""
-    return int(_C._memory_reserved(_index(device)))
+    return int(torch.accelerator.memory_reserved(_index(device)))
 
 
 def max_memory_reserved(device: Device = None) -> int:
     """Peak of ``memory_reserved`` since start or the last ``reset_peak_memory_stats``."""
-    return int(_C._max_memory_reserved(_index(device)))
+    return int(torch.accelerator.max_memory_reserved(_index(device)))
 
 
 def reset_peak_memory_stats(device: Device = None) -> None:
     """Resets the peak ("*.peak") statistics of ``device`` to their current values."""
-    _C._reset_peak_memory_stats(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
 def reset_accumulated_memory_stats(device: Device = None) -> None:
     """Resets the accumulated statistics of ``device`` (allocation counts, "*.allocated", "*.freed")."""
-    _C._reset_accumulated_memory_stats(_index(device))
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
 
 
 def mem_get_info(device: Device = None) -> tuple[int, int]:
     """(free, total) bytes of ``device``, as ``torch.cuda.mem_get_info``; total is its capacity."""
-    free, total = _C._mem_get_info(_index(device))
+    free, total = torch.accelerator.get_memory_info(_index(device))
     return int(free), int(total)
 
 
 def empty_cache() -> None:
     """Returns every unused cached block to its device. Does nothing before the runtime starts."""
     if is_initialized():
-        _C._empty_cache()
+        torch.accelerator.empty_cache()
 
 
 def set_per_process_memory_fraction(fraction: float, device: Device = None) -> None:
