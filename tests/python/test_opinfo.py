@@ -4,8 +4,10 @@ Forward for every op, backward for ops that support autograd. Inputs are made on
 sides see the same values. Random ops (detected by running them twice on CPU) are compared by shape and
 dtype only. An op whose CPU run raises must raise on openreg too.
 
-In pytest: a fixed representative subset (CI, a few minutes on 2 cores); OPENREG_OPINFO=full runs the
-whole database. As a script:
+In pytest the tests come from PyTorch's device-type machinery: ``@ops`` over the OpInfo database and
+``instantiate_device_type_tests(..., only_for=("openreg",))``, which instantiates them for the
+PrivateUse1 device (``TestOpInfoPRIVATEUSE1.test_op_matches_cpu_<op>_openreg_float32``). CI runs a fixed
+representative subset (OPENREG_OPINFO=full selects the whole database). As a script:
 
     python tests/python/test_opinfo.py --full --report bench/results/opinfo.json
 
@@ -21,8 +23,11 @@ import sys
 import time
 import traceback
 
-import pytest
 import torch
+import torch_openreg  # noqa: F401  (registers the device before the test classes are instantiated)
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_utils import TestCase
 
 DEV = "openreg"
 DTYPE = torch.float32
@@ -52,10 +57,7 @@ def full_mode() -> bool:
 
 
 def load_ops():
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    ops = [op for op in op_db if DTYPE in op.supported_dtypes("cpu")]
-    return ops
+    return [op for op in op_db if DTYPE in op.supported_dtypes("cpu")]
 
 
 def op_id(op) -> str:
@@ -64,20 +66,20 @@ def op_id(op) -> str:
 
 # --- moving samples ---------------------------------------------------------------------------------
 
-def to_device(value):
+def to_device(value, device=DEV):
     if isinstance(value, torch.Tensor):
-        moved = value.detach().to(DEV)
+        moved = value.detach().to(device)
         return moved.requires_grad_(value.requires_grad) if value.is_floating_point() or value.is_complex() else moved
     if isinstance(value, torch.device) and value.type == "cpu":
-        return torch.device(DEV)
+        return torch.device(device)
     if isinstance(value, str) and value == "cpu":
-        return DEV
+        return device
     if isinstance(value, list):
-        return [to_device(v) for v in value]
+        return [to_device(v, device) for v in value]
     if isinstance(value, tuple):
-        return tuple(to_device(v) for v in value)
+        return tuple(to_device(v, device) for v in value)
     if isinstance(value, dict):
-        return {k: to_device(v) for k, v in value.items()}
+        return {k: to_device(v, device) for k, v in value.items()}
     return value
 
 
@@ -159,10 +161,10 @@ def backward(op, sample, out):
     return torch.autograd.grad(outs, inputs, grad_outputs, allow_unused=True)
 
 
-def check_sample(op, sample, do_backward: bool):
+def check_sample(op, sample, do_backward: bool, device=DEV):
     """Raises AssertionError describing the first difference between openreg and CPU."""
     random = is_random(op, sample)
-    dsample = sample.transform(to_device)
+    dsample = sample.transform(lambda v: to_device(v, device))
     cpu_error = None
     try:
         if random:
@@ -210,10 +212,10 @@ def samples_of(op, limit):
     return out
 
 
-def check_op(op, limit):
+def check_op(op, limit, device=DEV):
     for i, sample in enumerate(samples_of(op, limit)):
         try:
-            check_sample(op, sample, op.supports_autograd)
+            check_sample(op, sample, op.supports_autograd, device)
         except AssertionError as e:
             raise AssertionError(f"sample {i}: {e}") from None
 
@@ -221,10 +223,7 @@ def check_op(op, limit):
 # --- pytest ----------------------------------------------------------------------------------------
 
 def _selected():
-    try:
-        ops = load_ops()
-    except Exception:  # noqa: BLE001 - torch without its testing package
-        return []
+    ops = load_ops()
     if full_mode():
         return ops
     wanted = set(SUBSET)
@@ -238,9 +237,14 @@ def test_subset_is_found():
     assert full_mode() or len(_OPS) >= len(SUBSET) * 0.9, [n for n in SUBSET if n not in {o.name for o in _OPS}]
 
 
-@pytest.mark.parametrize("op", _OPS, ids=op_id)
-def test_op_matches_cpu(op):
-    check_op(op, None if full_mode() else MAX_SAMPLES_SUBSET)
+class TestOpInfo(TestCase):
+    @ops(_OPS, allowed_dtypes=(DTYPE,))
+    def test_op_matches_cpu(self, device, dtype, op):
+        self.assertEqual(torch.device(device).type, DEV)
+        check_op(op, None if full_mode() else MAX_SAMPLES_SUBSET, device)
+
+
+instantiate_device_type_tests(TestOpInfo, globals(), only_for=(DEV,))
 
 
 # --- script ----------------------------------------------------------------------------------------
@@ -256,9 +260,6 @@ def main():
     args = parser.parse_args()
     if args.report and not args.child:
         return supervise(args)
-    if not hasattr(torch, "openreg"):  # autoload off or the package not installed: load it explicitly
-        import torch_openreg  # noqa: F401
-
     ops = load_ops()
     if not args.full:
         ops = [op for op in ops if op.name in set(SUBSET) and not op.variant_test_name]
