@@ -11,6 +11,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Stream.h>
 
+#include "backend/Export.h"
+
 namespace c10 { class OperatorHandle; }
 
 namespace openreg::sanitizer {
@@ -20,8 +22,8 @@ inline bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
 // Mode 1 raises at the racing op; mode 2 ("report") records, continues, prints a summary at exit
 // and exits non-zero. Returns false if a mode was already fixed (env var or an earlier call).
-bool enable(int mode);
-int mode();
+OPENREG_BACKEND_API bool enable(int mode);
+OPENREG_BACKEND_API int mode();
 
 namespace detail {
 void op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const std::vector<bool>& written);

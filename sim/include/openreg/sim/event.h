@@ -8,13 +8,15 @@
 #include <cstdint>
 #include <memory>
 
+#include "openreg/sim/export.h"
+
 namespace openreg::sim {
 
 class Stream;
 struct WorkItem;     // private to the library
 struct EventRecord;  // private to the library
 
-class Event {
+class OPENREG_SIM_API Event {
  public:
   //! Creates an event; `timing` enables elapsed_ms (records then take a timestamp).
   static std::shared_ptr<Event> create(bool timing = false);
