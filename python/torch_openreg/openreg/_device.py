@@ -61,7 +61,7 @@ def _maybe_exchange_device(idx: int) -> int:
     return int(_C._exchange_device(idx))
 
 
-class device(torch.accelerator.device_index, _DeviceSelector):
+class device(torch.accelerator.device_index, _DeviceSelector):  # type: ignore[misc]  # idx is never None here
     """Context manager that makes ``device`` current and restores the previous device on exit.
 
     torch.accelerator.device_index does the exchange; this class adds torch.cuda.device's argument
@@ -75,13 +75,13 @@ class device(torch.accelerator.device_index, _DeviceSelector):
         super().__init__(_get_device_index(device, optional=True))  # sets idx (torch.cuda.device's attribute)
 
     def __enter__(self) -> None:
-        if self.idx >= 0:  # a negative index selects nothing, as in torch.cuda.device
+        if self.idx is not None and self.idx >= 0:  # a negative index selects nothing, as in torch.cuda.device
             _lazy_init()
             super().__enter__()
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        if self.idx >= 0:
-            super().__exit__(exc_type, exc_value, traceback)
+    def __exit__(self, *exc_info: object) -> None:
+        if self.idx is not None and self.idx >= 0:
+            super().__exit__(*exc_info)
 
 
 class device_of(device):
