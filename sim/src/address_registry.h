@@ -36,11 +36,6 @@ class AddressRegistry {
     if (end != nullptr) *end = it->first + it->second;
     return true;
   }
-  //! Whether `ptr` is the start of a live allocation.
-  bool contains_start(const void* ptr) const {
-    std::shared_lock lock(mutex_);
-    return blocks_.count(addr(ptr)) != 0;
-  }
 
  private:
   static std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
