@@ -29,8 +29,9 @@ def main() -> int:
             problems.append(f"{wheel.name}: tagged pure Python although it ships compiled modules")
         if not any(n.startswith("torch_openreg/_C") and n.endswith(".so") for n in names):
             problems.append("no torch_openreg/_C*.so")
-        if "torch_openreg/lib/libopenreg_backend.so" not in names:
-            problems.append("no torch_openreg/lib/libopenreg_backend.so")
+        for lib in ("libopenreg_backend.so", "libopenreg_sim.so"):
+            if f"torch_openreg/lib/{lib}" not in names:
+                problems.append(f"no torch_openreg/lib/{lib}")
         eps = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         text = zipfile.ZipFile(wheel).read(eps[0]).decode() if eps else ""
         if "[torch.backends]" not in text or "openreg = torch_openreg:_autoload" not in text:

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/Export.h"
+
 namespace c10::openreg {
 
 //! One device's state for torch.openreg.memory._snapshot(): its segments (with their blocks) and the
@@ -31,7 +33,7 @@ struct DeviceSnapshot {
   std::vector<c10::CachingDeviceAllocator::TraceEntry> trace;
 };
 
-class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
+class OPENREG_BACKEND_API OpenRegDeviceAllocator final : public c10::DeviceAllocator {
  public:
   //! Requests up to this size use the small pool.
   static constexpr std::size_t kSmallSize = 1 << 20;
@@ -82,6 +84,6 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 };
 
 //! The process-wide instance (never destroyed: deleters may run during static destruction).
-OpenRegDeviceAllocator& device_allocator();
+OPENREG_BACKEND_API OpenRegDeviceAllocator& device_allocator();
 
 }  // namespace c10::openreg

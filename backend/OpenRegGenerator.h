@@ -16,9 +16,11 @@
 
 #include <cstdint>
 
+#include "backend/Export.h"
+
 namespace c10::openreg {
 
-struct OpenRegGeneratorImpl final : public c10::GeneratorImpl {
+struct OPENREG_BACKEND_API OpenRegGeneratorImpl final : public c10::GeneratorImpl {
   //! Bytes of the state tensor returned by get_state(): seed then offset, native-endian uint64s.
   static constexpr std::int64_t kStateBytes = 2 * sizeof(std::uint64_t);
 
@@ -46,8 +48,8 @@ struct OpenRegGeneratorImpl final : public c10::GeneratorImpl {
 };
 
 //! The default generator of a device (-1: the current device); created on first use, lives forever.
-const at::Generator& default_generator(c10::DeviceIndex device_index = -1);
+OPENREG_BACKEND_API const at::Generator& default_generator(c10::DeviceIndex device_index = -1);
 //! A fresh generator for a device (-1: the current device), seeded with the default seed.
-at::Generator new_generator(c10::DeviceIndex device_index = -1);
+OPENREG_BACKEND_API at::Generator new_generator(c10::DeviceIndex device_index = -1);
 
 }  // namespace c10::openreg

@@ -7,6 +7,8 @@
 
 #include <ATen/core/CachingHostAllocator.h>
 
+#include "backend/Export.h"
+
 namespace c10::openreg {
 
 class OpenRegHostAllocator final : public at::HostAllocator {
@@ -29,6 +31,6 @@ class OpenRegHostAllocator final : public at::HostAllocator {
 OpenRegHostAllocator& host_allocator();
 
 //! Whether `ptr` lies in live pinned memory from this allocator; false if the runtime never started.
-bool is_pinned_ptr(const void* ptr) noexcept;
+OPENREG_BACKEND_API bool is_pinned_ptr(const void* ptr) noexcept;
 
 }  // namespace c10::openreg

@@ -9,6 +9,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
+#include "backend/Export.h"
 #include "backend/OpenRegStream.h"
 
 #include <openreg/sim/config.h>
@@ -25,41 +26,41 @@ namespace c10::openreg {
 inline constexpr int kMaxDevices = ::openreg::sim::kMaxDevices;
 
 //! Number of simulated devices; 0 if the runtime cannot start (bad configuration). Never throws.
-c10::DeviceIndex device_count() noexcept;
+OPENREG_BACKEND_API c10::DeviceIndex device_count() noexcept;
 
 //! Starts the runtime (reads OPENREG_* variables). Throws a c10 error naming a malformed variable.
-void init();
+OPENREG_BACKEND_API void init();
 
 //! Throws c10::AcceleratorError (torch.AcceleratorError, a RuntimeError, as CUDA's "invalid device
 //! ordinal" is) for an index outside [0, device_count()), with a message giving the valid range.
 void check_device_index(c10::DeviceIndex index);
 //! check_device_index for an index that is not yet a DeviceIndex (a Python int, an int64): checked as
 //! the full integer, so 256 never wraps to 0 nor 128 to -128; returns it narrowed.
-c10::DeviceIndex checked_device_index(std::int64_t index);
+OPENREG_BACKEND_API c10::DeviceIndex checked_device_index(std::int64_t index);
 
 //! The calling thread's current device (0 until set_device is called on this thread).
-c10::DeviceIndex current_device();
+OPENREG_BACKEND_API c10::DeviceIndex current_device();
 //! Sets the calling thread's current device (checked).
-void set_device(c10::DeviceIndex index);
+OPENREG_BACKEND_API void set_device(c10::DeviceIndex index);
 //! Sets the current device and returns the previous one (checked).
-c10::DeviceIndex exchange_device(c10::DeviceIndex index);
+OPENREG_BACKEND_API c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 
 //! The sim device (started on first use; checked).
-::openreg::sim::Device& sim_device(c10::DeviceIndex index);
+OPENREG_BACKEND_API ::openreg::sim::Device& sim_device(c10::DeviceIndex index);
 
 //! The calling thread's current stream on `index` (the default stream until changed); checks the index
 //! but does not start the device (current_openreg_stream resolves the sim stream too).
-c10::Stream current_stream(c10::DeviceIndex index);
+OPENREG_BACKEND_API c10::Stream current_stream(c10::DeviceIndex index);
 //! Makes `stream` current for its device on the calling thread; returns the previous one.
-c10::Stream exchange_stream(c10::Stream stream);
+OPENREG_BACKEND_API c10::Stream exchange_stream(c10::Stream stream);
 //! The device's default stream.
-c10::Stream default_stream(c10::DeviceIndex index);
+OPENREG_BACKEND_API c10::Stream default_stream(c10::DeviceIndex index);
 //! A stream from the device's pool (round robin, 32 per priority), like CUDA's getStreamFromPool.
 //! priority follows CUDA/torch: 0 is normal, negative is higher priority.
-c10::Stream stream_from_pool(c10::DeviceIndex index, int priority);
+OPENREG_BACKEND_API c10::Stream stream_from_pool(c10::DeviceIndex index, int priority);
 
 //! CUDA-convention priority of an openreg stream: 0 (normal) or -1 (high; see kGreatestStreamPriority).
-int stream_priority(const c10::Stream& stream);
+OPENREG_BACKEND_API int stream_priority(const c10::Stream& stream);
 //! torch.cuda.Stream.priority_range()'s (least, greatest): lower numbers are higher priorities, and
 //! the sim has two levels. Requests beyond the range clamp to it, as CUDA's do.
 using ::openreg::sim::kGreatestStreamPriority;
@@ -67,16 +68,16 @@ using ::openreg::sim::kLeastStreamPriority;
 
 //! The sim stream behind a c10::Stream of type PrivateUse1 (checked: wrong type, device, unknown id).
 //! Shorthand for OpenRegStream(stream).sim(); code that uses a stream more than once keeps the handle.
-::openreg::sim::Stream& sim_stream(const c10::Stream& stream);
+OPENREG_BACKEND_API ::openreg::sim::Stream& sim_stream(const c10::Stream& stream);
 //! Shorthand for current_openreg_stream(index).sim() (a thread-local read once resolved).
-::openreg::sim::Stream& current_sim_stream(c10::DeviceIndex index);
+OPENREG_BACKEND_API ::openreg::sim::Stream& current_sim_stream(c10::DeviceIndex index);
 
 //! Blocks until all work on every stream of the device has run (raises the first failed item).
-void synchronize_device(c10::DeviceIndex index);
+OPENREG_BACKEND_API void synchronize_device(c10::DeviceIndex index);
 
 //! Nanoseconds of compute-thread time the device spent on work since it started, divided by its compute
 //! threads (with one thread: the time during which at least one item ran); torch.openreg.utilization() samples it like nvidia-smi samples a GPU's busy time.
-std::uint64_t device_busy_time_ns(c10::DeviceIndex index);
+OPENREG_BACKEND_API std::uint64_t device_busy_time_ns(c10::DeviceIndex index);
 
 //! What torch.openreg.get_device_properties reports.
 struct DeviceProperties {
@@ -86,7 +87,7 @@ struct DeviceProperties {
   std::uint64_t copy_bandwidth;      //!< bytes/s per copy engine, 0 = unlimited
 };
 //! Properties of a device (checked; does not need the device to be started).
-DeviceProperties device_properties(c10::DeviceIndex index);
+OPENREG_BACKEND_API DeviceProperties device_properties(c10::DeviceIndex index);
 
 //! Runs `fn`, translating sim errors into PyTorch errors: OutOfMemoryError → c10::OutOfMemoryError,
 //! kInvalidDevice → c10::AcceleratorError, kInvalidArgument/kInvalidStream/kInvalidEvent/kNotTimed/

@@ -12,11 +12,13 @@
 #include <string>
 #include <utility>
 
+#include "backend/Export.h"
+
 namespace c10::openreg {
 
 namespace detail {
 //! Rethrows the sim error `e` as the matching c10 error (never returns).
-[[noreturn]] void rethrow_sim_error(const ::openreg::sim::Error& e);
+[[noreturn]] OPENREG_BACKEND_API void rethrow_sim_error(const ::openreg::sim::Error& e);
 }  // namespace detail
 
 template <typename Fn>

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/Export.h"
+
 namespace openreg::sim {
 class TraceSession;
 }  // namespace openreg::sim
@@ -32,9 +34,9 @@ struct TraceItem {
 };
 
 //! Starts recording every work item of every device (clearing earlier records).
-void trace_start();
+OPENREG_BACKEND_API void trace_start();
 //! Stops recording; returns the items since trace_start(), sorted by start time.
-std::vector<TraceItem> trace_stop();
+OPENREG_BACKEND_API std::vector<TraceItem> trace_stop();
 
 //! A recording of every device's work items that is independent of trace_start()/trace_stop() and of
 //! other recordings (the profiler's sessions and torch_openreg.trace may overlap).

@@ -18,9 +18,11 @@
 
 #include <openreg/sim/stream.h>
 
+#include "backend/Export.h"
+
 namespace c10::openreg {
 
-class OpenRegStream {
+class OPENREG_BACKEND_API OpenRegStream {
  public:
   //! Checks `stream` (an openreg stream of an existing device that the device created) and resolves
   //! its sim stream. Throws c10::ValueError for another device type or an unknown id,
@@ -61,10 +63,10 @@ class OpenRegStream {
 
 //! The calling thread's current stream on device `index` (the default stream until changed). The
 //! index is checked the first time a thread asks for it; then it is a thread-local read.
-OpenRegStream current_openreg_stream(c10::DeviceIndex index);
+OPENREG_BACKEND_API OpenRegStream current_openreg_stream(c10::DeviceIndex index);
 //! The device's default stream (checked).
-OpenRegStream default_openreg_stream(c10::DeviceIndex index);
+OPENREG_BACKEND_API OpenRegStream default_openreg_stream(c10::DeviceIndex index);
 //! Makes `stream` current for its device on the calling thread; returns the previous current stream.
-OpenRegStream exchange_openreg_stream(const OpenRegStream& stream);
+OPENREG_BACKEND_API OpenRegStream exchange_openreg_stream(const OpenRegStream& stream);
 
 }  // namespace c10::openreg

@@ -1,4 +1,7 @@
 #pragma once
+
+#include "backend/Export.h"
+
 // Note [Sync debug mode]
 // torch.openreg.set_sync_debug_mode, like torch.cuda's: with "warn" (1) every operation that makes the
 // host wait for a device raises a UserWarning, with "error" (2) a RuntimeError, with "default" (0)
@@ -16,8 +19,8 @@ namespace c10::openreg {
 enum class SyncDebugMode : int { kDisabled = 0, kWarn = 1, kError = 2 };
 
 //! Sets the process-wide mode (any thread; a bad value is a user error).
-void set_sync_debug_mode(int mode);
-SyncDebugMode get_sync_debug_mode();
+OPENREG_BACKEND_API void set_sync_debug_mode(int mode);
+OPENREG_BACKEND_API SyncDebugMode get_sync_debug_mode();
 
 //! Warns or raises per the mode; called by each sync point before the host waits.
 void warn_or_error_on_sync();

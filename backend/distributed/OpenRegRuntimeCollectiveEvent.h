@@ -14,10 +14,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include "backend/Export.h"
 
 namespace c10::openreg {
 
-class CollectiveEvent {
+class OPENREG_BACKEND_API CollectiveEvent {
  public:
   //! A pending end on device `device` (checked: c10::AcceleratorError for a bad index).
   explicit CollectiveEvent(c10::DeviceIndex device);

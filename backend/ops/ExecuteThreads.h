@@ -1,4 +1,7 @@
 #pragma once
+
+#include "backend/Export.h"
+
 // Intra-op parallelism of kernels running on a device's compute threads.
 //
 // ATen's CPU kernels parallelize with OpenMP, whose thread count is a per-thread setting (the
@@ -11,7 +14,7 @@
 
 namespace at::openreg {
 
-class IntraOpThreadsScope {
+class OPENREG_BACKEND_API IntraOpThreadsScope {
  public:
   //! Counts this kernel as running on `device` (whose arena cap is `compute_threads`) and sets the
   //! calling thread's OpenMP/MKL thread count to its share of the device and of the machine.

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/Export.h"
+
 namespace openreg::sanitizer {
 
 // Where an access was issued (e.g. a captured Python stack); symbolized only when a race is reported.
@@ -55,7 +57,7 @@ class StreamRaceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class RaceChecker {
+class OPENREG_BACKEND_API RaceChecker {
  public:
   enum class Mode { Raise, Record };
   explicit RaceChecker(Mode mode = Mode::Raise) : mode_(mode) {}

@@ -29,6 +29,10 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Stream.h>
 
+#include "backend/Export.h"
+
+namespace c10 { class OperatorHandle; }
+
 namespace openreg::sanitizer {
 
 struct IssueContext;
@@ -45,11 +49,11 @@ enum class Mode : int {
 
 //! Turns the checker on. Returns false when it is already on in another mode (the environment or an
 //! earlier call decided it). Thread-safe.
-bool enable(Mode mode);
-Mode mode();
+OPENREG_BACKEND_API bool enable(Mode mode);
+OPENREG_BACKEND_API Mode mode();
 //! Races found so far (both modes), and their messages.
-std::size_t race_count();
-std::vector<std::string> race_messages();
+OPENREG_BACKEND_API std::size_t race_count();
+OPENREG_BACKEND_API std::vector<std::string> race_messages();
 
 //! error_code of the torch.AcceleratorError (a RuntimeError) a race raises, and report mode's exit status.
 inline constexpr int kStreamRaceErrorCode = 66;

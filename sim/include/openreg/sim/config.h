@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "openreg/sim/export.h"
+
 namespace openreg::sim {
 
 //! copy_bandwidth value meaning "no limit": a copy takes only the time its memcpy takes.
@@ -23,7 +25,7 @@ inline constexpr std::uint64_t kMinLaunchQueueDepth = 1;
 inline constexpr std::uint64_t kMaxLaunchQueueDepth = std::uint64_t{1} << 20;
 
 //! Plain value type; not thread-safe to mutate while shared, safe to copy.
-struct Config {
+struct OPENREG_SIM_API Config {
   int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..kMaxDevices
   int compute_threads = kDerive;                        //!< OPENREG_COMPUTE_THREADS: cap on each device's arena
   std::uint64_t memory_capacity = kDerive;              //!< OPENREG_MEMORY_CAPACITY: bytes per device
@@ -49,6 +51,6 @@ struct Config {
 
 //! Parses a byte count such as "1048576", "512K", "64MiB", "1.5G", "2GB" (K/M/G/T are powers of 1024;
 //! an optional "B" or "iB" suffix is accepted). Throws ConfigError naming `variable` when malformed.
-std::uint64_t parse_byte_size(std::string_view text, std::string_view variable);
+OPENREG_SIM_API std::uint64_t parse_byte_size(std::string_view text, std::string_view variable);
 
 }  // namespace openreg::sim

@@ -9,6 +9,7 @@
 #include "openreg/sim/memory.h"
 #include "openreg/sim/task.h"
 #include "openreg/sim/stream.h"
+#include "openreg/sim/export.h"
 
 namespace openreg::sim {
 
@@ -20,9 +21,9 @@ class CopyEngine;  // private to the library
 //! library keeps between kernels and that cost the rest of the process while they live (an OpenMP
 //! team: see backend/ops/ExecuteThreads.cpp). It must not throw or block on device work. Any thread,
 //! any time; devices read it at each exit.
-void set_compute_thread_idle_hook(void (*hook)()) noexcept;
+OPENREG_SIM_API void set_compute_thread_idle_hook(void (*hook)()) noexcept;
 
-class Device {
+class OPENREG_SIM_API Device {
  public:
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "openreg/sim/export.h"
+
 namespace openreg::sim {
 
 //! What went wrong, so callers can map errors without parsing messages.
@@ -24,7 +26,7 @@ enum class Errc {
 };
 
 //! Base of every error the sim layer throws. Thread-safe to copy; carries no references.
-class Error : public std::runtime_error {
+class OPENREG_SIM_API Error : public std::runtime_error {
  public:
   Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
   //! The category of this error.
@@ -35,7 +37,7 @@ class Error : public std::runtime_error {
 };
 
 //! Device memory exhausted. The message says how much was asked, in use and available.
-class OutOfMemoryError : public Error {
+class OPENREG_SIM_API OutOfMemoryError : public Error {
  public:
   OutOfMemoryError(int device, std::uint64_t requested, std::uint64_t in_use, std::uint64_t capacity);
   int device() const noexcept { return device_; }                    //!< device that ran out
@@ -49,7 +51,7 @@ class OutOfMemoryError : public Error {
 };
 
 //! A malformed OPENREG_* environment variable (or Config field); names the variable.
-class ConfigError : public Error {
+class OPENREG_SIM_API ConfigError : public Error {
  public:
   ConfigError(std::string variable, const std::string& message)
       : Error(Errc::kConfig, message), variable_(std::move(variable)) {}

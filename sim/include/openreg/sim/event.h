@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "openreg/sim/export.h"
+
 namespace openreg::sim {
 
 class Stream;
@@ -17,7 +19,7 @@ struct WorkItem;     // private to the library
 struct EventRecord;  // private to the library
 class HostRecord;
 
-class Event {
+class OPENREG_SIM_API Event {
  public:
   //! Creates an event; `timing` enables elapsed_ms (records then take a timestamp).
   static std::shared_ptr<Event> create(bool timing = false);
@@ -74,7 +76,7 @@ class Event {
 
 //! One pending record of an event, completed by the host (Event::record_on_host). Completes at most
 //! once: the first complete()/fail() wins and later calls return false. Thread-safe.
-class HostRecord {
+class OPENREG_SIM_API HostRecord {
  public:
   HostRecord(const HostRecord&) = delete;
   HostRecord& operator=(const HostRecord&) = delete;

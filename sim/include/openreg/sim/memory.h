@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "openreg/sim/export.h"
+
 namespace openreg::sim {
 
-class DeviceMemory {
+class OPENREG_SIM_API DeviceMemory {
  public:
   //! Alignment of every device allocation (and of pinned host allocations).
   static constexpr std::size_t kAlignment = 256;

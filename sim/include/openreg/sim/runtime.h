@@ -9,10 +9,11 @@
 
 #include "openreg/sim/config.h"
 #include "openreg/sim/device.h"
+#include "openreg/sim/export.h"
 
 namespace openreg::sim {
 
-class Runtime {
+class OPENREG_SIM_API Runtime {
  public:
   //! A runtime with its own devices (tests use several). `config` is resolved (throws ConfigError).
   explicit Runtime(const Config& config);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "openreg/sim/export.h"
 #include "openreg/sim/task.h"
 
 namespace openreg::sim {
@@ -51,7 +52,7 @@ constexpr int cuda_stream_priority(StreamPriority priority) noexcept {
 //! What a work item is; shown in traces and error messages.
 enum class ItemKind : std::uint8_t { kKernel, kCopy, kHostCallback, kEventRecord, kEventWait };
 
-class Stream : public std::enable_shared_from_this<Stream> {
+class OPENREG_SIM_API Stream : public std::enable_shared_from_this<Stream> {
  public:
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -141,6 +142,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
 //! Returns a pointer to a process-lifetime copy of `name`, equal strings giving the same pointer.
 //! For item names that are not literals (e.g. operator names). Thread-safe.
-const char* intern_name(const char* name);
+OPENREG_SIM_API const char* intern_name(const char* name);
 
 }  // namespace openreg::sim

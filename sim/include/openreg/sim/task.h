@@ -7,10 +7,12 @@
 #include <type_traits>
 #include <utility>
 
+#include "openreg/sim/export.h"
+
 namespace openreg::sim {
 
 //! Move-only callable. Not thread-safe: one owner at a time (the stream queue hands it over).
-class Task {
+class OPENREG_SIM_API Task {
  public:
   //! Inline capacity; callables up to this size (and alignment) are stored without allocating.
   static constexpr std::size_t kInlineBytes = 64;

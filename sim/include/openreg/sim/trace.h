@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "openreg/sim/export.h"
 #include "openreg/sim/stream.h"
 
 namespace openreg::sim {
@@ -30,7 +31,7 @@ struct TraceRecord {
 
 //! A consumer of the recorder: sees every item that finished running between its construction and
 //! stop(). Thread-safe; any number may be open at once, each independent of the others.
-class TraceSession {
+class OPENREG_SIM_API TraceSession {
  public:
   //! Opens the session (recording is on while any session is open).
   TraceSession();
@@ -49,18 +50,18 @@ class TraceSession {
 };
 
 //! Opens the process-wide default session (restarting it, with its records dropped, if open).
-void trace_start();
+OPENREG_SIM_API void trace_start();
 //! Closes the default session and returns its records (empty if it was not open).
-std::vector<TraceRecord> trace_stop();
+OPENREG_SIM_API std::vector<TraceRecord> trace_stop();
 //! Whether any session is open.
-bool trace_enabled() noexcept;
+OPENREG_SIM_API bool trace_enabled() noexcept;
 //! The clock used by traces and timing events, in ns.
-std::int64_t now_ns() noexcept;
+OPENREG_SIM_API std::int64_t now_ns() noexcept;
 
 //! Sets the calling thread's correlation tag; items it enqueues from now on carry it
 //! (kNoCorrelation for none). The sim never interprets the tag: the backend maps it to profiler ops.
-void set_trace_correlation(std::uint64_t tag) noexcept;
+OPENREG_SIM_API void set_trace_correlation(std::uint64_t tag) noexcept;
 //! The calling thread's correlation tag.
-std::uint64_t trace_correlation() noexcept;
+OPENREG_SIM_API std::uint64_t trace_correlation() noexcept;
 
 }  // namespace openreg::sim
