@@ -62,7 +62,7 @@ test-sanitizers: deps
 	  cmake --build $$dir -j $(JOBS) || exit 1; \
 	  echo "== sim tests under $$san sanitizer"; \
 	  (cd $$dir && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/cpp/tsan.supp" \
-	    ASAN_OPTIONS="detect_leaks=1" ctest --output-on-failure -L sim -j 2) || exit 1; \
+	    ASAN_OPTIONS="detect_leaks=1" LSAN_OPTIONS="suppressions=$(CURDIR)/tests/cpp/lsan.supp" ctest --output-on-failure -L sim -j 2) || exit 1; \
 	done
 
 # Packaging: a wheel made from the build directory above (no second compile) must ship the compiled

@@ -42,14 +42,6 @@ class IdleObserver final : public tbb::task_scheduler_observer {
 };
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
-// LeakSanitizer: oneTBB allocates a proxy per observe(true) and frees it only once no worker still
-// refers to it as the last observer it notified; workers that ran in a destroyed arena keep that
-// reference until they next pass through an observer list, which may be never before exit. 40 bytes
-// per device, owned and bounded by TBB, not ours to free.
-extern "C" const char* __lsan_default_suppressions() { return "leak:tbb::detail::r1::observe\n"; }
-#endif
-
 void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(hook, std::memory_order_relaxed); }
 
 namespace detail {
