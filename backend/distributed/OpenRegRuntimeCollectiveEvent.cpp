@@ -2,6 +2,7 @@
 
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegStream.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <openreg/sim/event.h>
 #include <openreg/sim/stream.h>
@@ -28,6 +29,7 @@ CollectiveEvent::~CollectiveEvent() = default;
 void CollectiveEvent::block(const c10::Stream& stream) {
   const OpenRegStream s(stream);
   translate_sim_errors([&] { s.sim().wait(s_->event); });
+  ::openreg::sanitizer::on_event_wait(this, stream);  // the stream is ordered after the collective
 }
 
 bool CollectiveEvent::complete() { return s_->record->complete(); }
@@ -38,6 +40,7 @@ bool CollectiveEvent::completed() const noexcept { return s_->record->completed(
 
 void CollectiveEvent::synchronize() {
   translate_sim_errors([&] { s_->event->synchronize(); });
+  ::openreg::sanitizer::on_event_done(this);  // the host saw the collective end
 }
 
 void CollectiveEvent::set_trace(const std::string& name, c10::StreamId lane) {

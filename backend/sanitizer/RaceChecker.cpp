@@ -9,7 +9,9 @@ size_t RaceChecker::stream_actor(StreamId s) {
   auto it = streams_.find(s);
   if (it != streams_.end()) return it->second;
   size_t idx = actors_.size();
-  actors_.push_back({"stream " + std::to_string(s.id) + " on openreg:" + std::to_string(s.device), {}});
+  actors_.push_back({(s.id == kCollectiveLane ? std::string("the collective lane") : "stream " + std::to_string(s.id)) +
+                         " on openreg:" + std::to_string(s.device),
+                     {}});
   streams_.emplace(s, idx);
   return idx;
 }
@@ -38,12 +40,22 @@ void RaceChecker::split_at(std::map<uint64_t, Segment>& segs, uint64_t at) {
   segs.emplace(at, std::move(tail));
 }
 
+std::string TensorDesc::str() const {
+  if (!text.empty() || dtype == nullptr) return text;
+  std::string s = std::string(dtype) + "[";
+  for (int i = 0; i < dim && i < kMaxDims; ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  if (dim > kMaxDims) s += ", ...";
+  return s + "]";
+}
+
 std::string RaceChecker::describe(const Stamp& s, const std::string& actor, AccessKind kind, int device) {
+  const Record& r = *s.record;
+  const std::string tensor = r.info.tensor.str();
   std::ostringstream os;
-  os << (kind == AccessKind::Write ? "write" : "read") << " by " << s.info.op << " on " << actor << " of "
-     << (s.info.tensor.empty() ? "memory" : s.info.tensor) << " bytes [0x" << std::hex << s.begin << ", 0x"
-     << s.end << std::dec << ") on openreg:" << device;
-  if (s.info.context) os << "\n  issued at:\n" << s.info.context->describe();
+  os << (kind == AccessKind::Write ? "write" : "read") << " by " << r.info.op << " on " << actor << " of "
+     << (tensor.empty() ? "memory" : tensor) << " bytes [0x" << std::hex << r.begin << ", 0x" << r.end << std::dec
+     << ") on openreg:" << device;
+  if (r.info.context) os << "\n  issued at:\n" << r.info.context->describe();
   return os.str();
 }
 
@@ -55,67 +67,59 @@ std::string RaceChecker::message(const Race& r) {
 
 void RaceChecker::access(uint64_t host, StreamId stream, int device, uint64_t begin, uint64_t end,
                          AccessKind kind, const AccessInfo& info) {
-  if (begin >= end) return;
+  const Range run{begin, end};
+  access_runs(host, stream, device, &run, 1, kind, info);
+}
+
+void RaceChecker::access_runs(uint64_t host, StreamId stream, int device, const Range* runs, size_t n_runs,
+                         AccessKind kind, const AccessInfo& info) {
+  if (n_runs == 0 || runs[0].begin >= runs[n_runs - 1].end) return;
+  // Built before the lock: the only allocation of an access, shared by the segments it stamps.
+  auto record = std::make_shared<const Record>(Record{info, runs[0].begin, runs[n_runs - 1].end});
   std::vector<Race> races;
   size_t slot = 0;  // Raise mode: the report's place, reserved under the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     const size_t h = host_actor(host);
     const size_t s = stream_actor(stream);
-    // A copy, not a reference: a raised race must leave the stream's clock as it was.
-    Clock clock = actors_[s].clock;
-    join(clock, actors_[h].clock);
-    if (clock.size() <= s) clock.resize(s + 1, 0);
-    Stamp now{s, ++clock[s], info, begin, end};
+    // The op's clock is the join of the stream's and the issuing host thread's, read in place: a raised
+    // race must leave every clock as it was, and copying it on every access was most of its cost.
+    const Clock& stream_clock = actors_[s].clock;
+    const Clock& host_clock = actors_[h].clock;
+    const uint64_t epoch = std::max(s < stream_clock.size() ? stream_clock[s] : 0,
+                                    s < host_clock.size() ? host_clock[s] : 0) + 1;
+    Stamp now{s, epoch, record};
 
     auto& segs = memory_[device];
-    split_at(segs, begin);
-    split_at(segs, end);
     auto report = [&](const Stamp& prior, AccessKind prior_kind) {
+      // One report per (earlier op, this op): a range split into segments names each pair once.
+      for (const Race& r : races)
+        if (r.prior.actor == prior.actor && r.prior.epoch == prior.epoch) return;
       races.push_back({prior, now, prior_kind, kind, actors_[prior.actor].name, actors_[s].name, device});
     };
-    for (auto it = segs.lower_bound(begin); it != segs.end() && it->first < end; ++it) {
-      const Segment& seg = it->second;
-      if (seg.has_write && !ordered(clock, seg.write)) report(seg.write, AccessKind::Write);
-      if (kind == AccessKind::Write)
-        for (const Stamp& r : seg.reads)
-          if (!ordered(clock, r)) report(r, AccessKind::Read);
-      if (mode_ == Mode::Raise && !races.empty()) break;  // the first race is the one raised
+    for (size_t i = 0; i < n_runs && (mode_ == Mode::Record || races.empty()); ++i) {
+      const Range& run = runs[i];
+      auto it = segs.upper_bound(run.begin);
+      if (it != segs.begin()) --it;  // the segment that may hold run.begin
+      for (; it != segs.end() && it->first < run.end; ++it) {
+        const Segment& seg = it->second;
+        if (seg.end <= run.begin) continue;
+        if (seg.has_write && !ordered(stream_clock, host_clock, seg.write)) report(seg.write, AccessKind::Write);
+        if (kind == AccessKind::Write)
+          for (const Stamp& r : seg.reads)
+            if (!ordered(stream_clock, host_clock, r)) report(r, AccessKind::Read);
+        if (mode_ == Mode::Raise && !races.empty()) break;  // the first race is the one raised
+      }
     }
-    // One report per (earlier op, this op): a range split into segments names each pair once.
-    std::erase_if(races, [&, seen = std::vector<std::pair<size_t, uint64_t>>()](const Race& r) mutable {
-      auto key = std::make_pair(r.prior.actor, r.prior.epoch);
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) return true;
-      seen.push_back(key);
-      return false;
-    });
     if (mode_ == Mode::Raise && !races.empty()) {
       slot = reports_.size();
       reports_.push_back({""});  // counted now; the message is built below, outside the lock
     } else {
-      actors_[s].clock = std::move(clock);
-      // Fill gaps so every byte of [begin, end) lies in exactly one segment, then stamp them.
-      for (uint64_t at = begin; at < end;) {
-        auto it = segs.lower_bound(at);
-        uint64_t next = (it == segs.end()) ? end : std::min(end, it->first);
-        if (next > at) {
-          segs.emplace(at, Segment{next, false, {}, {}});
-          at = next;
-        } else {
-          at = it->second.end;
-        }
-      }
-      for (auto it = segs.lower_bound(begin); it != segs.end() && it->first < end; ++it) {
-        Segment& seg = it->second;
-        if (kind == AccessKind::Write) {
-          seg.has_write = true;
-          seg.write = now;
-          seg.reads.clear();
-        } else {
-          auto r = std::find_if(seg.reads.begin(), seg.reads.end(), [&](const Stamp& x) { return x.actor == s; });
-          if (r != seg.reads.end()) *r = now; else seg.reads.push_back(now);
-        }
-      }
+      Clock& clock = actors_[s].clock;
+      join(clock, actors_[h].clock);
+      if (clock.size() <= s) clock.resize(s + 1, 0);
+      clock[s] = epoch;
+      for (size_t i = 0; i < n_runs; ++i) stamp(segs, runs[i], kind, now);
     }
   }
   if (races.empty()) return;
@@ -133,6 +137,33 @@ void RaceChecker::access(uint64_t host, StreamId stream, int device, uint64_t be
   for (const Race& r : races) built.push_back({message(r)});
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& r : built) reports_.push_back(std::move(r));
+}
+
+void RaceChecker::stamp(std::map<uint64_t, Segment>& segs, Range run, AccessKind kind, const Stamp& now) {
+  split_at(segs, run.begin);
+  split_at(segs, run.end);
+  // Fill gaps so every byte of the run lies in exactly one segment, then stamp them.
+  for (uint64_t at = run.begin; at < run.end;) {
+    auto it = segs.lower_bound(at);
+    uint64_t next = (it == segs.end()) ? run.end : std::min(run.end, it->first);
+    if (next > at) {
+      segs.emplace_hint(it, at, Segment{next, false, {}, {}});
+      at = next;
+    } else {
+      at = it->second.end;
+    }
+  }
+  for (auto it = segs.lower_bound(run.begin); it != segs.end() && it->first < run.end; ++it) {
+    Segment& seg = it->second;
+    if (kind == AccessKind::Write) {
+      seg.has_write = true;
+      seg.write = now;
+      seg.reads.clear();
+    } else {
+      auto r = std::find_if(seg.reads.begin(), seg.reads.end(), [&](const Stamp& x) { return x.actor == now.actor; });
+      if (r != seg.reads.end()) *r = now; else seg.reads.push_back(now);
+    }
+  }
 }
 
 void RaceChecker::record_event(uint64_t event, StreamId stream) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -36,15 +37,37 @@ struct StreamId {
   int64_t id = 0;
   auto operator<=>(const StreamId&) const = default;
 };
+// StreamId::id of a device's collective lane: the actor that runs its collectives (as a communicator's
+// stream runs NCCL's), in issue order.
+inline constexpr int64_t kCollectiveLane = INT64_MIN;
 
 enum class AccessKind { Read, Write };
+
+// The tensor an access is of, as a report names it ("Float[4, 4]"); kept as a few numbers and formatted
+// only when a race is reported. Built from text (tests, callers without a tensor) or dtype and sizes.
+struct TensorDesc {
+  static constexpr int kMaxDims = 6;  // more are shown as "..."
+  TensorDesc() = default;
+  TensorDesc(const char* text) : text(text) {}  // NOLINT(google-explicit-constructor): a literal reads best
+  TensorDesc(std::string text) : text(std::move(text)) {}  // NOLINT(google-explicit-constructor)
+  std::string text;              // used when set
+  const char* dtype = nullptr;   // a static name (c10::toString(ScalarType))
+  int dim = 0;
+  int64_t sizes[kMaxDims] = {};
+  std::string str() const;
+};
 
 // What the caller knows about one access of an op. Cheap to build on every op: the tensor's
 // description and the issue context are only turned into text when a race is reported.
 struct AccessInfo {
   const char* op = "";  // interned or a literal: it outlives the checker (e.g. "aten::add.out")
-  std::string tensor;   // e.g. "float32[4, 4]"
+  TensorDesc tensor;
   std::shared_ptr<const IssueContext> context;  // may be null
+};
+
+// Bytes [begin, end) of one device.
+struct Range {
+  uint64_t begin = 0, end = 0;
 };
 
 struct RaceReport {
@@ -68,6 +91,10 @@ class OPENREG_BACKEND_API RaceChecker {
   // described) after the checker's lock is released, so describe() may take other locks (the GIL).
   void access(uint64_t host, StreamId stream, int device, uint64_t begin, uint64_t end,
               AccessKind kind, const AccessInfo& info);
+  // The same access of exactly the bytes in `runs` (sorted, disjoint, non-empty): a strided view's,
+  // so that views that interleave (x[::2] and x[1::2]) do not conflict. The report names the span.
+  void access_runs(uint64_t host, StreamId stream, int device, const Range* runs, size_t n_runs, AccessKind kind,
+              const AccessInfo& info);
 
   void record_event(uint64_t event, StreamId stream);
   void wait_event(uint64_t event, StreamId stream);   // no-op for a never-recorded event (as CUDA)
@@ -89,11 +116,15 @@ class OPENREG_BACKEND_API RaceChecker {
 
  private:
   using Clock = std::vector<uint64_t>;  // indexed by actor index
+  // What a report says about an access: built once per access, shared by every segment it covers.
+  struct Record {
+    AccessInfo info;
+    uint64_t begin = 0, end = 0;  // the access's whole span, for the report
+  };
   struct Stamp {
     size_t actor = 0;
     uint64_t epoch = 0;
-    AccessInfo info;
-    uint64_t begin = 0, end = 0;  // the op's whole range, for the report
+    std::shared_ptr<const Record> record;
   };
   struct Segment {
     uint64_t end = 0;
@@ -112,7 +143,13 @@ class OPENREG_BACKEND_API RaceChecker {
   static bool ordered(const Clock& c, const Stamp& prior) {
     return prior.actor < c.size() && c[prior.actor] >= prior.epoch;
   }
-  void split_at(std::map<uint64_t, Segment>& segs, uint64_t at);
+  // Ordered for an op issued by a host thread (clock `h`) on a stream (clock `s`): the op's clock is
+  // their join, read here without building it.
+  static bool ordered(const Clock& s, const Clock& h, const Stamp& prior) {
+    return ordered(s, prior) || ordered(h, prior);
+  }
+  static void split_at(std::map<uint64_t, Segment>& segs, uint64_t at);
+  static void stamp(std::map<uint64_t, Segment>& segs, Range run, AccessKind kind, const Stamp& now);
   struct Race {
     Stamp prior, now;
     AccessKind prior_kind, now_kind;
@@ -123,7 +160,10 @@ class OPENREG_BACKEND_API RaceChecker {
   static std::string message(const Race& r);
 
   Mode mode_;
-  mutable std::mutex mu_;  // the checker is only fed when enabled; one lock keeps it simple
+  // One lock over the whole state: a hook's critical section is a few map operations (the tensor
+  // description, the issue context and the access's record are built before it is taken, and race
+  // messages after it is released), and vector clocks need a consistent view of every actor.
+  mutable std::mutex mu_;
   std::vector<Actor> actors_;
   std::map<StreamId, size_t> streams_;
   std::map<uint64_t, size_t> hosts_;

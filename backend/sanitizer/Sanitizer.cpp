@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <algorithm>
 #include <thread>
 
 #include <c10/util/Exception.h>
@@ -98,10 +100,12 @@ std::shared_ptr<const IssueContext> issue_context() {
   return std::make_shared<PythonStack>(std::move(tb));
 }
 
-std::string describe(const at::Tensor& t) {
-  std::string s = std::string(c10::toString(t.scalar_type())) + "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
+TensorDesc describe(const at::Tensor& t) {
+  TensorDesc d;
+  d.dtype = c10::toString(t.scalar_type());
+  d.dim = static_cast<int>(t.dim());
+  for (int i = 0; i < d.dim && i < TensorDesc::kMaxDims; ++i) d.sizes[i] = t.size(i);
+  return d;
 }
 
 bool on_device(const at::Tensor& t) {
@@ -109,15 +113,68 @@ bool on_device(const at::Tensor& t) {
          t.const_data_ptr() != nullptr;
 }
 
-// The bytes a view spans: from its lowest to one past its highest element (negative strides never
-// occur in torch; a strided view's holes are included, which can only over-report for two streams
-// writing interleaved views of one tensor without ordering, itself a CUDA race by the memory model).
-std::pair<uint64_t, uint64_t> span_of(const at::Tensor& t) {
-  int64_t last = 0;
-  for (int64_t i = 0; i < t.dim(); ++i)
-    if (t.size(i) > 1) last += (t.size(i) - 1) * std::abs(t.stride(i));
-  const auto begin = reinterpret_cast<uint64_t>(t.const_data_ptr());
-  return {begin, begin + static_cast<uint64_t>(last + 1) * t.element_size()};
+// Note [Exact bytes of a strided view]
+// A view's accesses are its exact bytes, as sorted disjoint runs, so that views that interleave (x[::2]
+// written on one stream, x[1::2] on another) do not conflict and views that share a byte do. Dimensions
+// are taken innermost (smallest stride) first: while a dimension's stride is at most the run built so
+// far, its copies of that run touch or overlap and the run grows to cover them (a dense tensor, or a
+// transposed one, is one run); the remaining dimensions repeat the run at their offsets. Torch strides
+// are never negative; size-1 and stride-0 (expanded) dimensions add no bytes. A view of more than
+// kMaxRuns separate runs is taken as its span (first to one past last byte), which can only over-report
+// (a race between views that interleave that finely); kMaxRuns bounds the checker's work per access.
+constexpr size_t kMaxRuns = 4096;
+
+void runs_of(const at::Tensor& t, std::vector<Range>& out) {
+  out.clear();
+  const auto base = reinterpret_cast<uint64_t>(t.const_data_ptr());
+  const auto es = static_cast<uint64_t>(t.element_size());
+  if (t.is_contiguous()) {
+    out.push_back({base, base + static_cast<uint64_t>(t.numel()) * es});
+    return;
+  }
+  c10::SmallVector<std::pair<uint64_t, uint64_t>, 8> dims;  // (stride in bytes, size)
+  uint64_t last = 0;                                        // offset of the last element
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) <= 1 || t.stride(i) == 0) continue;
+    const uint64_t stride = static_cast<uint64_t>(std::abs(t.stride(i))) * es;
+    dims.push_back({stride, static_cast<uint64_t>(t.size(i))});
+    last += stride * (dims.back().second - 1);
+  }
+  std::sort(dims.begin(), dims.end());
+  uint64_t run = es;
+  size_t k = 0;
+  for (; k < dims.size() && dims[k].first <= run; ++k) run += dims[k].first * (dims[k].second - 1);
+  uint64_t count = 1;
+  for (size_t j = k; j < dims.size() && count <= kMaxRuns; ++j) count *= dims[j].second;
+  if (count > kMaxRuns) {
+    out.push_back({base, base + last + es});
+    return;
+  }
+  // The outer dimensions' offsets, odometer order.
+  c10::SmallVector<uint64_t, 8> index(dims.size() - k, 0);
+  uint64_t offset = 0;
+  for (uint64_t n = 0; n < count; ++n) {
+    out.push_back({base + offset, base + offset + run});
+    for (size_t j = 0; j < index.size(); ++j) {
+      const auto& [stride, size] = dims[k + j];
+      if (++index[j] < size) {
+        offset += stride;
+        break;
+      }
+      offset -= stride * (size - 1);
+      index[j] = 0;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  size_t w = 0;  // merge runs that overlap or touch
+  for (size_t r = 1; r < out.size(); ++r) {
+    if (out[r].begin <= out[w].end) {
+      out[w].end = std::max(out[w].end, out[r].end);
+    } else {
+      out[++w] = out[r];
+    }
+  }
+  out.resize(w + 1);
 }
 
 }  // namespace
@@ -129,16 +186,17 @@ struct detail::OpAccesses {
   bool gathered = false;
 
   // `stream`: the stream the access is ordered on (default: the current stream of t's device).
-  void access(const at::Tensor& t, bool write, const c10::Stream* stream = nullptr) {
+  void access(const at::Tensor& t, bool write, const StreamId* stream = nullptr) {
     if (!on_device(t)) return;
     if (!gathered) {
       gathered = true;
       context = issue_context();
     }
-    const auto [begin, end] = span_of(t);
-    const c10::Stream s = stream != nullptr ? *stream : c10::openreg::current_stream(t.device().index());
+    thread_local std::vector<Range> runs;  // reused: no allocation per access
+    runs_of(t, runs);
+    const StreamId s = stream != nullptr ? *stream : id_of(c10::openreg::current_stream(t.device().index()));
     checked([&] {
-      checker().access(host_id(), id_of(s), t.device().index(), begin, end,
+      checker().access_runs(host_id(), s, t.device().index(), runs.data(), runs.size(),
                        write ? AccessKind::Write : AccessKind::Read, {name, describe(t), context});
     });
   }
@@ -219,10 +277,11 @@ void copy(const at::Tensor& src, const at::Tensor& dst) {
     // Both devices' bytes are accessed on the source's stream.
     const c10::Stream from = c10::openreg::current_stream(src.device().index());
     const c10::Stream to = c10::openreg::current_stream(dst.device().index());
-    checker().wait_stream(id_of(from), id_of(to));
-    op.access(src, false, &from);
-    op.access(dst, true, &from);
-    checker().wait_stream(id_of(to), id_of(from));
+    const StreamId on = id_of(from);
+    checker().wait_stream(on, id_of(to));
+    op.access(src, false, &on);
+    op.access(dst, true, &on);
+    checker().wait_stream(id_of(to), on);
     return;
   }
   op.access(src, false);
@@ -249,4 +308,47 @@ void block_freed(int device, const void* ptr, std::size_t size, std::int64_t all
 }
 
 }  // namespace detail
+
+namespace {
+// Names of kernels and collectives that reach the checker as Python strings: the checker keeps a
+// `const char*` per access, so each distinct name is copied once and kept for the process (a program
+// has a bounded set of kernel names: Inductor's generated kernels and c10d's collectives).
+const char* intern(const std::string& name) {
+  static std::mutex mu;
+  static auto* names = new std::set<std::string, std::less<>>();  // leaked: read during exit
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(name).first->c_str();
+}
+}  // namespace
+
+void on_launch(const std::string& name, const std::vector<at::Tensor>& reads, const std::vector<at::Tensor>& writes) {
+  if (!enabled()) return;
+  detail::OpAccesses op{intern(name)};
+  // The kernel is enqueued on the current stream of the current device (openreg_launch_compiled_kernel).
+  const StreamId on = id_of(c10::openreg::current_stream(c10::openreg::current_device()));
+  for (const auto& t : reads) op.access(t, false, &on);
+  for (const auto& t : writes) op.access(t, true, &on);
+}
+
+// Note [Collectives in the race checker]
+// torch.distributed on openreg (Note [Stream-ordered collectives] in python/torch_openreg/_distributed.py)
+// runs a collective after an event recorded on the current stream of its device, on a communication
+// thread, and ends it at a CollectiveEvent that Work.wait(), the Work's future and synchronizations wait
+// for. The checker models that as NCCL's communicator stream: the device's collective lane (an actor of
+// its own, kCollectiveLane) waits for the current stream, reads the collective's inputs and writes its
+// outputs, and its clock at that point is the end event's; a stream that waits on the end (block) or a
+// host that synchronizes it joins that clock. So a collective whose input was written on a stream the
+// current one did not wait for is a race, and so is using its output before waiting for it. Collectives
+// of one device are in issue order on the lane, as NCCL's are on one communicator.
+void on_collective(const std::string& name, int device, const void* end, const std::vector<at::Tensor>& reads,
+                   const std::vector<at::Tensor>& writes) {
+  if (!enabled()) return;
+  detail::OpAccesses op{intern(name)};
+  const StreamId lane{device, kCollectiveLane};
+  checker().wait_stream(lane, id_of(c10::openreg::current_stream(static_cast<c10::DeviceIndex>(device))));
+  for (const auto& t : reads) op.access(t, false, &lane);
+  for (const auto& t : writes) op.access(t, true, &lane);
+  checker().record_event(reinterpret_cast<uint64_t>(end), lane);
+}
+
 }  // namespace openreg::sanitizer

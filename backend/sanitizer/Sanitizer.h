@@ -14,7 +14,11 @@
 //   ops/Copy.cpp, Factory.cpp copy_ on both devices and fill_; blocking copies wait (on_host_wait);
 //   OpenRegGuard.cpp          event record / wait / synchronize / query, stream synchronize / query;
 //   OpenRegRuntime.cpp        device synchronize;
-//   OpenRegDeviceCache.cpp    a block's free (on_block_freed), for record_stream.
+//   OpenRegDeviceCache.cpp    a block's free (on_block_freed), for record_stream;
+//   python/csrc/SanitizerBindings.cpp: compiled kernels (python/torch_openreg/_inductor: the generated
+//                             wrapper reports each kernel's buffers before enqueueing it, on_launch) and
+//                             collectives (python/torch_openreg/_distributed.py, on_collective);
+//   distributed/OpenRegRuntimeCollectiveEvent.cpp: a stream or the host waits for a collective's end.
 // Accesses are checked when the op is issued, on the issuing host thread, so a race is raised at the
 // op that completes it and never depends on the device's timing.
 #include <atomic>
@@ -73,6 +77,18 @@ void device_sync(c10::DeviceIndex d);
 void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
                  const std::vector<std::int64_t>& recorded_streams);
 }  // namespace detail
+
+//! A kernel launched outside the op engine (a compiled kernel: python/torch_openreg/_inductor) on the
+//! current stream of the current device: `reads` read and `writes` written. `name` is copied (interned
+//! once per distinct name). Raises c10::AcceleratorError on a race (raise mode). No-op when off.
+OPENREG_BACKEND_API void on_launch(const std::string& name, const std::vector<at::Tensor>& reads,
+                                   const std::vector<at::Tensor>& writes);
+//! A collective on `device` (Note [Collectives in the race checker] in Sanitizer.cpp): it starts after the
+//! work issued so far on the device's current stream, reads `reads` and writes `writes` on the device's
+//! collective lane, and ends at `end` (a CollectiveEvent), which streams and the host wait for through
+//! on_event_wait / on_event_done. No-op when off.
+OPENREG_BACKEND_API void on_collective(const std::string& name, int device, const void* end,
+                                       const std::vector<at::Tensor>& reads, const std::vector<at::Tensor>& writes);
 
 // ---------------------------------------------------------------------------------------------------
 // The hooks (one line at each call site).

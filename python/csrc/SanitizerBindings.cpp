@@ -1,6 +1,7 @@
 // Bindings of the stream race checker (backend/sanitizer/Sanitizer.h, Note [Stream race checker model]
 // in backend/sanitizer/RaceChecker.h); torch.openreg.sanitizer wraps them.
 
+#include "backend/distributed/OpenRegRuntimeCollectiveEvent.h"
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <torch/csrc/Exceptions.h>
@@ -21,4 +22,18 @@ void bind_sanitizer(pybind11::module_& m) {
   m.def("_sanitizer_mode", [] { return static_cast<int>(san::mode()); });
   // The messages of the races found so far (report mode: all of them).
   m.def("_sanitizer_races", [] { return san::race_messages(); });
+  // A compiled kernel's buffers, reported by Inductor's generated wrapper before it enqueues the kernel
+  // on the current stream (python/torch_openreg/_inductor). Raises the race (raise mode) before the
+  // kernel is queued, as an eager op does.
+  m.def("_sanitizer_launch", torch::wrap_pybind_function([](const std::string& name, const std::vector<at::Tensor>& reads,
+                                                            const std::vector<at::Tensor>& writes) {
+          san::on_launch(name, reads, writes);
+        }));
+  // One collective (python/torch_openreg/_distributed.py): its openreg tensors read and written, on
+  // `device`, ending at `end` (the collective's _CollectiveEvent).
+  m.def("_sanitizer_collective",
+        torch::wrap_pybind_function([](const std::string& name, int device, const c10::openreg::CollectiveEvent& end,
+                                       const std::vector<at::Tensor>& reads, const std::vector<at::Tensor>& writes) {
+          san::on_collective(name, device, &end, reads, writes);
+        }));
 }

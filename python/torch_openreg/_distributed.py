@@ -504,6 +504,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             start = torch.Event()
             start.record(_om().current_stream(conv.device))
         job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, start)
+        _om().sanitizer._collective(job, calls)  # torch.openreg.sanitizer: one call per collective
         self._queue.submit(job)
         work: dist.Work
         if conv.device is None:

@@ -135,6 +135,31 @@ def _is_cpu_buffer(arg: Any) -> bool:
 # C++ kernels take it by pointer. Kernels over device tensors only stay asynchronous.
 
 
+# Note [Compiled kernels in the race checker]
+# The stream race checker (torch.openreg.sanitizer) sees eager ops in the op engine, but a compiled
+# kernel reaches the device through openreg_launch_compiled_kernel with raw pointers only. Inductor knows
+# each kernel's buffers and how it uses them: its C++ signature takes inputs as `const T*` and outputs
+# and in-place (mutated) buffers as `T*`. The wrapper reports them, named by the kernel, right before the
+# kernel's call: one line guarded by the checker's flag, so a graph costs one attribute load per kernel
+# when the checker is off, and the generated code is the same whether it is on or not (Inductor's
+# caches need not know). The buffers are read and written on the current stream of the current device,
+# where the kernel is enqueued; a race raises before the kernel is queued, as an eager op's does.
+
+
+def _kernel_buffers(call_args: Any, arg_types: Any) -> tuple[list[str], list[str]]:
+    """The buffer arguments of a C++ kernel call: (read, written), from the kernel's argument types."""
+    reads: list[str] = []
+    writes: list[str] = []
+    if not arg_types or len(arg_types) != len(call_args):
+        return reads, writes
+    for arg, kind in zip(call_args, arg_types):
+        kind = str(kind).strip()
+        if not isinstance(arg, str) or not arg.isidentifier() or not kind.endswith("*"):
+            continue  # sizes and scalars
+        (reads if kind.startswith("const ") else writes).append(arg)
+    return reads, writes
+
+
 class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> Any:
@@ -148,6 +173,11 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
         if triton or device.type != "openreg":
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=device,
                                                         triton=triton, **kwargs)
+        # Note [Compiled kernels in the race checker]
+        reads, writes = _kernel_buffers(call_args, kwargs.get("arg_types"))
+        if reads or writes:
+            self.writeline(f"if _openreg_sanitizer.on: _openreg_sanitizer._launch({kernel_name!r}, "
+                           f"({''.join(r + ', ' for r in reads)}), ({''.join(w + ', ' for w in writes)}))")
         # The kernel's entry enqueues it on the current stream (Note [Compiled kernels are stream
         # work items]): a plain call, as for CPU kernels.
         self.writeline(self.wrap_kernel_call(kernel_name, call_args))
@@ -166,6 +196,7 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
                 "(no graph capture of openreg streams): use mode='default' or 'max-autotune-no-cudagraphs'")
         super().write_header()
         self.imports.writeline("from torch_openreg._inductor import openreg_cpp_pybinding")
+        self.imports.writeline("from torch_openreg.openreg import sanitizer as _openreg_sanitizer")
 
     def define_kernel(self, kernel_name: str, kernel_body: str, metadata: str | None = None, gpu: bool = True,
                       cpp_definition: str | None = None) -> None:

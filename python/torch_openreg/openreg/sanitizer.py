@@ -10,10 +10,20 @@ report mode (``OPENREG_SANITIZER=report`` or ``enable(report=True)``) every race
 program continues, and at exit a summary is printed and the process exits with status
 :data:`RACE_ERROR_CODE`.
 
+Besides eager ops, copies and fills, the checker sees compiled kernels (torch.compile: each kernel's
+input buffers are read and its output and mutated buffers written, named by the kernel) and collectives
+(torch.distributed on openreg: a collective starts after the work issued on its device's current
+stream, reads its inputs and writes its outputs, and whoever uses them afterwards must wait for it:
+``Work.wait()``, its future, or a synchronize).
+
 Work done before the checker is enabled is not known to it: enable it first. The mode is fixed once.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import torch
 
 from torch_openreg import _C
 
@@ -33,9 +43,11 @@ def enable(report: bool = False) -> None:
     Raises:
         RuntimeError: the checker already runs in the other mode.
     """
+    global on
     mode = _REPORT if report else _RAISE
     if not _C._sanitizer_enable(mode):
         raise RuntimeError(f"the openreg sanitizer already runs in {'report' if mode == _RAISE else 'raise'} mode")
+    on = True
 
 
 def is_enabled() -> bool:
@@ -46,3 +58,49 @@ def is_enabled() -> bool:
 def races() -> list[str]:
     """The messages of the races found so far (in report mode, every one; in raise mode, those raised)."""
     return list(_C._sanitizer_races())
+
+
+#: Whether the checker is on: read by the hooks in Python (compiled kernels, collectives), so that they
+#: cost one attribute load when it is off. Kept equal to is_enabled(): set here from the environment
+#: (the backend decided it when it loaded) and by enable().
+on: bool = _C._sanitizer_mode() > 0
+
+
+def _launch(name: str, reads: tuple, writes: tuple) -> None:
+    """A compiled kernel's buffers (Inductor's generated wrapper calls this before the kernel)."""
+    _C._sanitizer_launch(name, [t for t in reads if isinstance(t, torch.Tensor)],
+                         [t for t in writes if isinstance(t, torch.Tensor)])
+
+
+def _tensors(x: Any, out: list) -> list:
+    if isinstance(x, torch.Tensor):
+        if x.device.type == "openreg":
+            out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for o in x:
+            _tensors(o, out)
+    elif isinstance(x, dict):
+        for o in x.values():
+            _tensors(o, out)
+    return out
+
+
+# Collectives whose first argument is only read (the rest of every collective's arguments are its
+# inputs; the first is its output, written, and for in-place ones such as allreduce also its input).
+_FIRST_ARG_READ_ONLY = frozenset({"send"})
+
+
+def _collective(job: Any, calls: Any) -> None:
+    """One collective of torch_openreg._distributed: ``job`` is its _Job (its op name, device and end
+    event), ``calls`` the gloo calls [(name, args, kwargs)] it runs. Called once per collective, on the
+    issuing thread, after the start event was recorded on the current stream."""
+    if not on or job.end is None:  # off, or no openreg tensors (CPU tensors, barrier)
+        return
+    reads: list = []
+    writes: list = []
+    for name, args, kwargs in calls:
+        if args:
+            _tensors(args[0], reads if name in _FIRST_ARG_READ_ONLY else writes)
+            _tensors(args[1:], reads)
+        _tensors(kwargs or {}, reads)
+    _C._sanitizer_collective(job.op, job.device.index, job.end, reads, writes)
