@@ -142,6 +142,15 @@ void RaceChecker::access_runs(uint64_t host, StreamId stream, int device, const 
 void RaceChecker::stamp(std::map<uint64_t, Segment>& segs, Range run, AccessKind kind, const Stamp& now) {
   split_at(segs, run.begin);
   split_at(segs, run.end);
+  if (kind == AccessKind::Write) {
+    // A write supersedes every byte's history in the run: one segment replaces them all, so a range
+    // once fragmented (by strided views) is whole again after a dense write.
+    auto first = segs.lower_bound(run.begin);
+    auto last = segs.lower_bound(run.end);
+    auto hint = segs.erase(first, last);
+    segs.emplace_hint(hint, run.begin, Segment{run.end, true, now, {}});
+    return;
+  }
   // Fill gaps so every byte of the run lies in exactly one segment, then stamp them.
   for (uint64_t at = run.begin; at < run.end;) {
     auto it = segs.lower_bound(at);
@@ -154,15 +163,9 @@ void RaceChecker::stamp(std::map<uint64_t, Segment>& segs, Range run, AccessKind
     }
   }
   for (auto it = segs.lower_bound(run.begin); it != segs.end() && it->first < run.end; ++it) {
-    Segment& seg = it->second;
-    if (kind == AccessKind::Write) {
-      seg.has_write = true;
-      seg.write = now;
-      seg.reads.clear();
-    } else {
-      auto r = std::find_if(seg.reads.begin(), seg.reads.end(), [&](const Stamp& x) { return x.actor == now.actor; });
-      if (r != seg.reads.end()) *r = now; else seg.reads.push_back(now);
-    }
+    auto& reads = it->second.reads;
+    auto r = std::find_if(reads.begin(), reads.end(), [&](const Stamp& x) { return x.actor == now.actor; });
+    if (r != reads.end()) *r = now; else reads.push_back(now);
   }
 }
 

@@ -122,7 +122,7 @@ bool on_device(const at::Tensor& t) {
 // are never negative; size-1 and stride-0 (expanded) dimensions add no bytes. A view of more than
 // kMaxRuns separate runs is taken as its span (first to one past last byte), which can only over-report
 // (a race between views that interleave that finely); kMaxRuns bounds the checker's work per access.
-constexpr size_t kMaxRuns = 4096;
+constexpr size_t kMaxRuns = 1 << 14;
 
 void runs_of(const at::Tensor& t, std::vector<Range>& out) {
   out.clear();
@@ -245,7 +245,7 @@ const bool g_env_parsed = [] {
 
 namespace detail {
 
-void op(const char* name, c10::ArrayRef<c10::IValue> args, const std::vector<char>& written) {
+void op(const char* name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<char> written) {
   OpAccesses op{name};
   // Reads first: an in-place op reads and writes its self, and a stream is ordered with itself.
   for (size_t i = 0; i < args.size(); ++i)
@@ -254,7 +254,7 @@ void op(const char* name, c10::ArrayRef<c10::IValue> args, const std::vector<cha
     if (written[i]) op.visit(args[i], true);
 }
 
-void outputs(const char* name, c10::ArrayRef<c10::IValue> outs, const std::vector<char>& fresh) {
+void outputs(const char* name, c10::ArrayRef<c10::IValue> outs, c10::ArrayRef<char> fresh) {
   OpAccesses op{name};
   for (size_t i = 0; i < outs.size() && i < fresh.size(); ++i)
     if (fresh[i]) op.visit(outs[i], true);

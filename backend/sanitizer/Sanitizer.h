@@ -32,6 +32,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/Stream.h>
+#include <c10/util/SmallVector.h>
 
 #include "backend/Export.h"
 
@@ -64,8 +65,8 @@ inline constexpr int kStreamRaceErrorCode = 66;
 
 namespace detail {
 struct OpAccesses;  // one op's accesses, checked together (one issue context)
-void op(const char* name, c10::ArrayRef<c10::IValue> args, const std::vector<char>& written);
-void outputs(const char* name, c10::ArrayRef<c10::IValue> outs, const std::vector<char>& fresh);
+void op(const char* name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<char> written);
+void outputs(const char* name, c10::ArrayRef<c10::IValue> outs, c10::ArrayRef<char> fresh);
 void kernel(const char* name, std::initializer_list<const at::Tensor*> reads,
             std::initializer_list<const at::Tensor*> writes);
 void copy(const at::Tensor& src, const at::Tensor& dst);
@@ -98,8 +99,7 @@ OPENREG_BACKEND_API void on_collective(const std::string& name, int device, cons
 template <class Plan>
 inline void on_op(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   if (!enabled()) return;
-  std::vector<char> written;
-  written.reserve(plan.args.size());
+  c10::SmallVector<char, 16> written;  // no allocation for the usual op
   for (const auto& a : plan.args) written.push_back(a.written);
   detail::op(plan.name, args, written);
 }
@@ -107,8 +107,7 @@ inline void on_op(const Plan& plan, c10::ArrayRef<c10::IValue> args) {
 template <class Plan>
 inline void on_outputs(const Plan& plan, c10::ArrayRef<c10::IValue> outs) {
   if (!enabled()) return;
-  std::vector<char> fresh;
-  fresh.reserve(plan.returns.size());
+  c10::SmallVector<char, 8> fresh;
   for (const auto& r : plan.returns) fresh.push_back(r.kind == decltype(r.kind)::kFresh);
   detail::outputs(plan.name, outs, fresh);
 }
