@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 import pytest
-
 from test_sanitizer import ROOT, run
 
 
