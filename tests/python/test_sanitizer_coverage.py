@@ -32,7 +32,7 @@ def test_interleaved_views_written_on_two_streams_are_not_a_race():
         torch.accelerator.synchronize()
         x[::2].fill_(1)                      # even elements on the default stream
         m[:, 0].fill_(1)                     # a column
-        m[:, 2:4].mul_(3)                    # two other columns
+        m[:, 2:4].fill_(3)                   # two other columns (fills are queued: no host wait)
         with side:
             x[1::2].fill_(2)                 # odd elements on the side stream: disjoint bytes
             x[1::2].add_(x[1::2])
@@ -41,7 +41,7 @@ def test_interleaved_views_written_on_two_streams_are_not_a_race():
         cur().wait_stream(side)
         print("sum", x.sum().item(), m.sum().item())
         """, mode="report")
-    assert_clean(r, "sum 2500.0 2080.0")
+    assert_clean(r, "sum 2500.0 2464.0")
 
 
 @pytest.mark.parametrize("body, needles", [
