@@ -432,9 +432,12 @@ def _check_count(op: str, tensors, size: int, what: str) -> None:
 
 def _check_reduce_op(op: str, tensors, opts) -> None:
     red = getattr(opts, "reduceOp", None)
-    bitwise = (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR)
-    if red in bitwise and any(t.is_floating_point() or t.is_complex() for t in tensors):
-        _fail(op, f"Cannot use {red} with non-integral dtype")
+    if red is None:
+        return
+    # red == b, not red in (...): a RedOpType compares unequal to the ReduceOp in the options
+    for name in ("BAND", "BOR", "BXOR"):
+        if red == getattr(dist.ReduceOp, name) and any(t.is_floating_point() or t.is_complex() for t in tensors):
+            _fail(op, f"Cannot use ReduceOp.{name} with non-integral dtype")
 
 
 def _check_allreduce(pg, tensors, opts=None, *_) -> None:
@@ -655,7 +658,19 @@ class _Gloo(dist.ProcessGroupGloo):
         owner = self._owner()
         if owner is not None and device is not None and torch.device(device).type == BACKEND_NAME:
             owner.bound_device_id = torch.device(device)
+            _gloo_groups_accept_bound_device()
         super().eager_connect_single_device(device)
+
+
+def _gloo_groups_accept_bound_device() -> None:
+    """Once a group is bound to an openreg device, c10d asks every group created after it (new_group
+    passes the default group's bound device on) for its backend on that device; a plain gloo group
+    (``new_group(backend="gloo")``, for CPU tensors) has none and its creation would fail. So gloo is
+    registered for openreg from then on: such a group is created, and an openreg tensor given to it is
+    refused by gloo itself ("unsupported device type openreg"), as before."""
+    devices = dist.Backend.backend_capability.setdefault(dist.Backend.GLOO, [])
+    if BACKEND_NAME not in devices:
+        devices.append(BACKEND_NAME)
 
 
 class ProcessGroupOpenReg(dist.ProcessGroup):
@@ -712,7 +727,9 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         if timeout is None:
             timeout = opts._timeout if opts is not None else self._timeout
         name = dist.distributed_c10d.GroupName(group_name or f"{self.group_name}:split:{self._splits}")
-        store = dist.PrefixStore(f"split/{name}/", self._store)
+        # Not the name: c10d's split names count the groups this rank belongs to, which differ between
+        # the ranks once a split has left one out. The parent's split count is the same on all of them.
+        store = dist.PrefixStore(f"split/{self._splits}/", self._store)
         child = ProcessGroupOpenReg(store, ranks.index(self.rank()), len(ranks), timeout)
         child._set_group_name(name)
         child._set_group_desc(group_desc or f"{self.group_desc}:split:{self._splits}")
