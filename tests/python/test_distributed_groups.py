@@ -149,3 +149,31 @@ def _bad_arguments(rank):
 
 def test_argument_errors_raise_at_the_call():
     spawn.run(_bad_arguments, bind_device=True)
+
+
+def _ddp_overlap(rank):
+    """DDP with several buckets: the device timeline shows gradient all-reduces (communication lane)
+    running beside backward kernels (compute stream), from the order of the recorded spans."""
+    from support import ddp_overlap
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = _dev(rank)
+    torch.openreg.set_device(dev)
+    inner = ddp_overlap.deep_mlp()
+    model = DDP(inner.to(dev), bucket_cap_mb=ddp_overlap.bucket_cap_mb_for(inner))
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(512, 256, generator=g).to(dev), torch.randn(512, 1, generator=g).to(dev)
+    ddp_overlap.traced_backward(model, x, y, dev)  # DDP rebuilds its buckets after the first step
+    records = ddp_overlap.traced_backward(model, x, y, dev)
+    o = ddp_overlap.overlap(records, dev.index)
+    # The first bucket's all-reduce is issued, and starts on the communication thread, as soon as the
+    # last layers' gradients are computed; the other layers' backward kernels are still queued behind
+    # them on the compute stream, so they run while it does (nothing orders them after it).
+    assert o.allreduces >= 3, o  # several buckets, one all-reduce each
+    assert o.first_allreduce_before_backward_ends, o
+    assert o.overlapping_allreduces >= 1, o
+    return o
+
+
+def test_ddp_allreduce_overlaps_backward_in_the_device_timeline():
+    spawn.run(_ddp_overlap)

@@ -24,7 +24,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, fn, args, backend, bind_device: bool, init_timeout_s: float,
+def _worker(rank: int, world: int, port: int, fn, args, backend, bind_device: bool, pg_timeout_s: float,
             results) -> None:
     import torch
     import torch.distributed as dist
@@ -36,7 +36,7 @@ def _worker(rank: int, world: int, port: int, fn, args, backend, bind_device: bo
         if bind_device:
             # init_process_group(device_id=...): the device is bound (eager connection, split_group)
             kwargs["device_id"] = torch.device("openreg", rank % torch.openreg.device_count())  # type: ignore[attr-defined]
-        dist.init_process_group(rank=rank, world_size=world, timeout=timedelta(seconds=init_timeout_s), **kwargs)
+        dist.init_process_group(rank=rank, world_size=world, timeout=timedelta(seconds=pg_timeout_s), **kwargs)
         try:
             value = fn(rank, *args)
         finally:
@@ -47,7 +47,7 @@ def _worker(rank: int, world: int, port: int, fn, args, backend, bind_device: bo
 
 
 def run(fn: Callable[..., Any], *args: Any, world: int = WORLD, backend: str | None = None,
-        bind_device: bool = False, timeout_s: float = 120, init_timeout_s: float = 20) -> list[Any]:
+        bind_device: bool = False, timeout_s: float = 120, pg_timeout_s: float = 20) -> list[Any]:
     """Runs ``fn(rank, *args)`` in ``world`` spawned processes, each in the group (``backend`` as
     init_process_group takes it; ``bind_device``: bound to openreg:rank). Returns each rank's value (None
     for a rank that ended without returning, as by ``os._exit(0)``); raises AssertionError with the
@@ -57,7 +57,7 @@ def run(fn: Callable[..., Any], *args: Any, world: int = WORLD, backend: str | N
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, fn, args, backend, bind_device, init_timeout_s,
+    procs = [ctx.Process(target=_worker, args=(r, world, port, fn, args, backend, bind_device, pg_timeout_s,
                                                results)) for r in range(world)]
     for p in procs:
         p.start()
