@@ -41,9 +41,28 @@ NCCL's semantics, without blocking the host:
   with a collective pending on that device: torch's ops, synchronize, Stream/Event waits all release
   it; storage.resize_(0) (FSDP2's free) used to synchronize the device with the GIL held, and now frees
   stream-ordered instead, as CUDA does (backend/ops/Resize.cpp).
-- Errors found by gloo's argument checks (e.g. all_to_all with unequal sizes) are raised on the
-  communication thread, so they surface like a failed collective (at the waiting stream's next
-  synchronize) rather than at the call; the checks done here (device, contiguity) raise at the call.
+- Bad arguments raise at the call, on the caller's thread, before anything is queued: the device and
+  contiguity checks, and the checks gloo would make when handed the collective (sizes, dtypes, root and
+  peer ranks, split sizes; see "argument checks on the calling thread" below), with NCCL's exception
+  types. Were they left to gloo they would be raised on the communication thread and surface only as a
+  failed collective at the waiting stream's next synchronize. What gloo still finds (anything these
+  checks miss) surfaces that way.
+
+Note [split_group on openreg]
+c10d's ``dist.split_group`` works on a group bound to a device, and c10d binds the device given as
+``init_process_group(device_id=)`` to the ProcessGroup it made, not to the group a Python plugin returns
+in its place. It then asks "the backend of the accelerator" (our ``_get_backend``: the inner gloo, a
+``_Gloo``) whether it can split, deep-copies its options, and calls the parent group's ``split_group``.
+So: c10d's eager connection of the bound device (``_Gloo.eager_connect_single_device``, called only when
+a device is bound) binds it to our group; ``_Gloo.options`` are gloo's options in a subclass that
+``copy.deepcopy`` can copy (gloo's own cannot be pickled); and ``ProcessGroupOpenReg.split_group`` is the
+split: a new openreg group, over a new gloo group that rendezvouses under the parent's store, on the
+ranks of the split; the others get None and wait for nobody. The store prefix is the parent's split
+count, not the name c10d gives the child (which counts the groups each rank belongs to, so it differs
+between ranks after a split that left one out). A bound device also makes c10d ask every later group for
+a backend on it, which a plain ``new_group(backend="gloo")`` lacks; gloo is then registered for openreg
+devices too (``_gloo_groups_accept_bound_device``), so such a group is made, and refuses openreg tensors
+itself. DeviceMesh takes the split path on a bound group (as with NCCL).
 """
 
 from __future__ import annotations
