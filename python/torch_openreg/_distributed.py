@@ -487,15 +487,6 @@ def _check_allgather(pg, output_lists, inputs, *_) -> None:
     _check_like("allgather", output_lists[0], inputs[0], "output tensor")
 
 
-def _check_allgather_base(pg, output, inp, *_) -> None:
-    if output.dtype != inp.dtype:
-        _fail("all_gather_into_tensor", "output tensor must have the same type as input tensor", TypeError)
-    if output.numel() != inp.numel() * pg.size():
-        _fail("all_gather_into_tensor",
-              "output tensor size must be equal to world_size times input tensor size "
-              f"({output.numel()} != {pg.size()} * {inp.numel()})", ValueError)
-
-
 def _check_reduce_scatter(pg, outputs, input_lists, opts=None, *_) -> None:
     if len(outputs) != 1 or len(input_lists) != 1:
         _fail("reduce_scatter", "requires a single output tensor and a single-element input list")
@@ -504,14 +495,27 @@ def _check_reduce_scatter(pg, outputs, input_lists, opts=None, *_) -> None:
     _check_reduce_op("reduce_scatter", outputs, opts)
 
 
-def _check_reduce_scatter_base(pg, output, inp, opts=None, *_) -> None:
-    if output.dtype != inp.dtype:
-        _fail("reduce_scatter_tensor", "input tensor must be the same type as the output tensor.", TypeError)
-    if inp.numel() != output.numel() * pg.size():
-        _fail("reduce_scatter_tensor",
-              "input tensor must be the same size as output size times world size "
-              f"({inp.numel()} != {pg.size()} * {output.numel()})", ValueError)
-    _check_reduce_op("reduce_scatter_tensor", [output], opts)
+def _check_world_sized(op: str, gather: bool, type_msg: str, size_msg: str):
+    """all_gather_into_tensor (output = group size x input) and reduce_scatter_tensor (input = group
+    size x output), with NCCL's messages and exception types."""
+
+    def check(pg, output, inp, opts=None, *_) -> None:
+        big, small = (output, inp) if gather else (inp, output)
+        if output.dtype != inp.dtype:
+            _fail(op, type_msg, TypeError)
+        if big.numel() != small.numel() * pg.size():
+            _fail(op, f"{size_msg} ({big.numel()} != {pg.size()} * {small.numel()})", ValueError)
+        _check_reduce_op(op, [output], opts)
+
+    return check
+
+
+_check_allgather_base = _check_world_sized(
+    "all_gather_into_tensor", True, "output tensor must have the same type as input tensor",
+    "output tensor size must be equal to world_size times input tensor size")
+_check_reduce_scatter_base = _check_world_sized(
+    "reduce_scatter_tensor", False, "input tensor must be the same type as the output tensor.",
+    "input tensor must be the same size as output size times world size")
 
 
 def _check_splits(op: str, t: torch.Tensor, splits, size: int, what: str) -> None:
@@ -544,30 +548,25 @@ def _check_alltoall(pg, outputs, inputs, *_) -> None:
             _fail("all_to_all", "input and output tensors must have the same type", TypeError)
 
 
-def _check_gather(pg, output_lists, inputs, opts, *_) -> None:
-    _check_root("gather", opts.rootRank, pg.size())
-    if len(inputs) != 1:
-        _fail("gather", "requires a single input tensor")
-    if pg.rank() == opts.rootRank:
-        if len(output_lists) != 1:
-            _fail("gather", "requires a single-element output list on the root")
-        _check_count("gather", output_lists[0], pg.size(), "the gather list")
-        _check_like("gather", output_lists[0], inputs[0], "output tensor")
-    elif any(len(o) for o in output_lists):
-        _fail("gather", "requires empty output on non-root ranks", ValueError)
+def _check_rooted_list(op: str, list_first: bool):
+    """gather (the root's list of outputs is the first argument) and scatter (its list of inputs is the
+    second): the root has one tensor per rank, like the other side's single tensor; the others none."""
+    listed, single = ("output", "input") if list_first else ("input", "output")
 
+    def check(pg, first, second, opts, *_) -> None:
+        lists, singles = (first, second) if list_first else (second, first)
+        _check_root(op, opts.rootRank, pg.size())
+        if len(singles) != 1:
+            _fail(op, f"requires a single {single} tensor")
+        if pg.rank() == opts.rootRank:
+            if len(lists) != 1:
+                _fail(op, f"requires a single-element {listed} list on the root")
+            _check_count(op, lists[0], pg.size(), f"the {op} list")
+            _check_like(op, lists[0], singles[0], f"{listed} tensor")
+        elif any(len(x) for x in lists):
+            _fail(op, f"requires empty {listed} on non-root ranks", ValueError)
 
-def _check_scatter(pg, outputs, input_lists, opts, *_) -> None:
-    _check_root("scatter", opts.rootRank, pg.size())
-    if len(outputs) != 1:
-        _fail("scatter", "requires a single output tensor")
-    if pg.rank() == opts.rootRank:
-        if len(input_lists) != 1:
-            _fail("scatter", "requires a single-element input list on the root")
-        _check_count("scatter", input_lists[0], pg.size(), "the scatter list")
-        _check_like("scatter", input_lists[0], outputs[0], "input tensor")
-    elif any(len(i) for i in input_lists):
-        _fail("scatter", "requires empty input on non-root ranks", ValueError)
+    return check
 
 
 def _check_p2p(op: str):
@@ -597,8 +596,8 @@ _COLLECTIVES: dict[str, tuple[str, Any]] = {
     "alltoall": ("alltoall", _check_alltoall),
     "alltoall_base": ("alltoall_base", _check_alltoall_base),
     "all_to_all_single": ("alltoall_base", _check_alltoall_base),
-    "gather": ("gather", _check_gather),
-    "scatter": ("scatter", _check_scatter),
+    "gather": ("gather", _check_rooted_list("gather", list_first=True)),
+    "scatter": ("scatter", _check_rooted_list("scatter", list_first=False)),
     "send": ("send", _check_p2p("send")),
     "recv": ("recv", _check_p2p("recv")),
     "recv_anysource": ("recv_anysource", None),

@@ -49,7 +49,11 @@ def _split(rank):
     torch.openreg.set_device(dev)
     world = dist.group.WORLD
     assert world.bound_device_id == dev  # init_process_group(device_id=) bound it
-    ref = dist.new_group(backend="gloo")  # the reference: gloo on CPU tensors
+    # The reference: gloo on CPU tensors. With a bound device c10d asks every new group for a backend
+    # on it; a gloo group is made all the same, and refuses openreg tensors itself.
+    ref = dist.new_group(backend="gloo")
+    with pytest.raises(RuntimeError, match="(?i)gloo.*openreg"):
+        dist.all_reduce(torch.ones(1, device=dev), group=ref)
 
     # A split with both ranks: a new openreg group, its collectives as gloo's
     both = dist.split_group(split_ranks=[[0, 1]])
