@@ -76,6 +76,9 @@ def main():
     parser.add_argument("--json", default=os.path.join(CHECKOUT, "bench", "results", "ddp_bench.json"))
     parser.add_argument("--trace", default=None, help="write rank 0's timeline of one traced backward here")
     args = parser.parse_args()
+    for path in (args.json, args.trace):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     result = spawn.run(_worker, args.steps, args.batch, args.trace, timeout_s=600, pg_timeout_s=120)[0]
     rows, o = result["rows"], ddp_overlap.Overlap(**result["overlap"])
     print(f"DDP step over {spawn.WORLD} processes, MLP 256x6, global batch {args.batch}, mean of {args.steps} steps")
@@ -84,7 +87,6 @@ def main():
         print(f"{r['buckets']:>18} {r['openreg_ms']:>11.2f} {r['gloo_cpu_ms']:>12.2f} {r['ratio']:>20.2f}x")
     print(f"rank 0, one backward with one-layer buckets: {o.describe()}")
     out = {"world_size": spawn.WORLD, "steps": args.steps, "batch": args.batch, "rows": rows, "overlap": vars(o)}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(out, f, indent=2)
     print(f"wrote {args.json}")
