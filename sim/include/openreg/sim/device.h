@@ -65,6 +65,7 @@ class OPENREG_SIM_API Device {
   struct State;
   Device(Runtime& runtime, int index);
   void schedule(Stream& stream);  // puts a stream that has work on its ready queue and wakes a worker
+  bool has_ready_streams() const noexcept;  // some stream waits on the ready queue for a worker
   CopyEngine& copy_engine(bool inbound);  // host-to-device engine, or the one for all other copies
 
   std::unique_ptr<State> s_;
