@@ -195,3 +195,18 @@ def test_ddp_tests_run_clean_under_the_checker():
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert " passed" in r.stdout and "stream race" not in r.stdout + r.stderr, r.stdout
+
+
+def test_race_completed_through_an_op_openreg_runs_synchronously_is_reported():
+    """An in-place op on a non-contiguous view runs on openreg's synchronous path (the host waits for
+    the stream), but on CUDA it is asynchronous: that internal wait must not order the host, or the
+    side stream's unsynchronized read below would go unreported."""
+    r = run("""
+        m = torch.zeros(64, 64, device="openreg")
+        torch.accelerator.synchronize()
+        m[:, 3:5].mul_(2)                    # default stream, synchronous path on openreg
+        with side:
+            s = m.sum()                      # reads m without waiting for the default stream
+        torch.accelerator.synchronize()
+        """, mode="report")
+    assert_race(r, "read by aten::sum", "aten::mul_")

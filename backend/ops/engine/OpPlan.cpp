@@ -158,10 +158,11 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   }
   for (const auto& r : schema.returns()) {
     plan->returns.push_back(classify_return(schema, r));
-    if (plan->returns.back().kind == ReturnKind::kNonTensor) plan->sync_only = true;
+    if (plan->returns.back().kind == ReturnKind::kNonTensor) plan->sync_only = plan->host_waits = true;
   }
   plan->random = plan->generator_arg >= 0 || op.hasTag(at::Tag::nondeterministic_seeded);
   const OpPolicy policy = policy_of(op);
+  if (policy.data_dependent) plan->host_waits = true;
   if (policy.data_dependent || policy.shape_pass_disagrees) plan->sync_only = true;
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
   if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);

@@ -65,6 +65,10 @@ struct OpPlan {
   //! Run on the calling thread after synchronizing: non-tensor returns, data-dependent output shapes,
   //! ops that read their data to decide (asserts), or no Meta kernel to compute output metadata.
   bool sync_only = false;
+  //! The host waits for the device on CUDA too (non-tensor returns, data-dependent output shapes), so
+  //! the race checker orders the host after the stream. The other sync-path ops wait only because
+  //! openreg runs them on the host; on CUDA they are asynchronous and order nothing.
+  bool host_waits = false;
   bool random = false;        //!< takes a Generator or is tagged nondeterministic_seeded
   int generator_arg = -1;     //!< index of the Generator? argument, or -1
   bool writes = false;        //!< some argument is written
