@@ -2,6 +2,7 @@
 // completion before static objects are destroyed (Note [Teardown at exit] in sim/src/runtime.cpp), and
 // the pinned-memory deleter, which runs from noexcept destructors, warns instead of throwing.
 
+#include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
 
 #include <ATen/ATen.h>
