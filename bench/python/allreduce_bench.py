@@ -10,22 +10,22 @@ Usage: python bench/python/allreduce_bench.py [--iters N] [--json out.json]
 import argparse
 import json
 import os
-import socket
+import sys
 import time
-from datetime import timedelta
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
 
-WORLD = 2
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from tests.support import spawn  # noqa: E402
+
+WORLD = spawn.WORLD
 SIZES_MIB = [1, 4, 16, 64]
 
 
-def _worker(rank, port, iters, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group(rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
+def _worker(rank, iters):
     dev = torch.device("openreg", rank % torch.openreg.device_count())
     torch.openreg.set_device(dev)
     gloo = dist.new_group(backend="gloo")  # the reference: gloo itself on CPU tensors
@@ -45,9 +45,7 @@ def _worker(rank, port, iters, queue):
             row[f"{name}_ms"] = (time.perf_counter() - start) / iters * 1e3
         row["ratio"] = row["gloo_cpu_ms"] / row["openreg_ms"]
         rows.append(row)
-    if rank == 0:
-        queue.put(rows)
-    dist.destroy_process_group()
+    return rows
 
 
 def main():
@@ -55,17 +53,7 @@ def main():
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, port, args.iters, queue)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    rows = queue.get(timeout=600)
-    for p in procs:
-        p.join(60)
+    rows = spawn.run(_worker, args.iters, timeout_s=600, pg_timeout_s=120)[0]
     print(f"{'size MiB':>8} {'openreg ms':>11} {'gloo-CPU ms':>12} {'openreg speed vs gloo':>22}")
     for r in rows:
         print(f"{r['size_mib']:>8} {r['openreg_ms']:>11.2f} {r['gloo_cpu_ms']:>12.2f} {r['ratio']:>21.2f}x")

@@ -2,24 +2,28 @@
 
 Prints per-epoch losses of both runs; they agree because DDP averages the gradients of the two halves.
 Also prints the time of a DDP step (mean over --steps steps after training, each ending with a device
-synchronize) and, with --trace PATH, writes rank 0's device timeline of one step as Chrome trace JSON:
-the gradient all-reduces appear on the device's communication lane (with this small model all gradients
-fit DDP's first 1 MiB bucket, so its one all-reduce starts when backward ends).
+synchronize), and the overlap of DDP's gradient all-reduce with backward: rank 0 traces one backward of
+a deeper model (tests/support/ddp_overlap.py) with one layer per bucket, whose all-reduces run on the
+device's communication lane while the remaining backward kernels run on its compute stream. With
+--trace PATH that timeline is written as Chrome trace JSON.
 Usage: python bench/python/demo_ddp.py [--epochs N] [--steps N] [--trace PATH]
 """
 
 import argparse
 import os
-import socket
+import sys
 import time
-from datetime import timedelta
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from torch.nn.parallel import DistributedDataParallel as DDP
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
 
-WORLD = 2
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+from tests.support import ddp_overlap, spawn  # noqa: E402
+
+WORLD = spawn.WORLD
 
 
 def _model():
@@ -45,10 +49,7 @@ def _train(model, x, y, epochs, loss_of_full_batch):
     return losses
 
 
-def _worker(rank, port, epochs, queue, steps=0, trace_path=None, bucket_cap_mb=25.0):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group(rank=rank, world_size=WORLD, timeout=timedelta(seconds=60))
+def _worker(rank, epochs, steps, trace_path, bucket_cap_mb):
     dev = torch.device("openreg", rank % torch.openreg.device_count())
     torch.openreg.set_device(dev)
     x, y = _data()
@@ -77,14 +78,15 @@ def _worker(rank, port, epochs, queue, steps=0, trace_path=None, bucket_cap_mb=2
         for _ in range(steps):
             step()
         step_ms = (time.perf_counter() - start) / steps * 1e3
-    if trace_path and rank == 0:
-        with torch.openreg.trace(trace_path):
-            step()
-    elif trace_path:
-        step()  # the peer's half of the traced step
-    if rank == 0:
-        queue.put((losses, step_ms))
-    dist.destroy_process_group()
+    # The overlap: a deeper model, one layer per bucket, one traced backward (after the one in which
+    # DDP rebuilds its buckets).
+    deep = ddp_overlap.deep_mlp()
+    deep_ddp = DDP(deep.to(dev), bucket_cap_mb=ddp_overlap.bucket_cap_mb_for(deep))
+    g = torch.Generator().manual_seed(rank)
+    dx, dy = torch.randn(256, 256, generator=g).to(dev), torch.randn(256, 1, generator=g).to(dev)
+    ddp_overlap.traced_backward(deep_ddp, dx, dy, dev)
+    records = ddp_overlap.traced_backward(deep_ddp, dx, dy, dev, trace_path if rank == 0 else None)
+    return losses, step_ms, ddp_overlap.overlap(records, dev.index)
 
 
 def main():
@@ -94,18 +96,8 @@ def main():
     parser.add_argument("--trace", default=None, help="write rank 0's timeline of one step here")
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     args = parser.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, port, args.epochs, queue, args.steps, args.trace,
-                                                           args.bucket_cap_mb)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    ddp_losses, step_ms = queue.get(timeout=300)
-    for p in procs:
-        p.join(60)
+    ddp_losses, step_ms, overlap = spawn.run(_worker, args.epochs, args.steps, args.trace, args.bucket_cap_mb,
+                                             timeout_s=300, pg_timeout_s=60)[0]
     x, y = _data()
     single = _train(_model().to("openreg:0"), x.to("openreg:0"), y.to("openreg:0"), args.epochs,
                     lambda loss: loss.item())
@@ -117,8 +109,9 @@ def main():
     print(f"largest difference: {worst:.2e}")
     if step_ms is not None:
         print(f"DDP step (forward, backward with gradient all-reduce, SGD step, synchronize): {step_ms:.2f} ms")
+    print(f"overlap, rank 0, one backward with one layer per bucket: {overlap.describe()}")
     if args.trace:
-        print(f"device timeline of one DDP step (rank 0): {args.trace}")
+        print(f"its device timeline: {args.trace}")
     if worst > 1e-4:
         raise SystemExit("DDP and single-process losses differ")
 

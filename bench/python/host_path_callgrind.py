@@ -40,6 +40,7 @@ CASES = [
     ("mm[32x32]", (32, 32), lambda a, b: a @ b),
     # Not a fast kernel: the boxed engine (plan, shape-pass cache, CPU aliases, one work item).
     ("sigmoid[1024]", (1024,), lambda a, b: a.sigmoid()),
+    ("addcmul[1024]", (1024,), lambda a, b: a.addcmul(a, b)),
 ]
 BACKENDS = ("cpu", "openreg")
 

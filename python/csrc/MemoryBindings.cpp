@@ -8,6 +8,7 @@
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/ops/HostDestinations.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/profiler/combined_traceback.h>
@@ -211,6 +212,7 @@ void bind_memory(py::module_& m) {
   m.def("_set_memory_fraction", torch::wrap_pybind_function([](double fraction, std::int64_t device) {
           ore::device_allocator().set_memory_fraction(fraction, to_index(device));
         }));
+  m.def("_host_destination_cached_bytes", &at::openreg::host_destination_cached_bytes);
   m.def("_record_memory_history", torch::wrap_pybind_function(&record_memory_history));
   m.def("_memory_snapshot", torch::wrap_pybind_function(&memory_snapshot));
   // (device, stream id) as torch.Stream carries them; the GIL is released: an OOM may wait for devices.

@@ -220,6 +220,12 @@ void Device::schedule(Stream& stream) {
   s_->submit_drain();
 }
 
+bool Device::has_ready_streams() const noexcept {
+  // empty() is a snapshot: a stream pushed just after it only waits for the drainer's next check.
+  return !s_->ready[static_cast<int>(StreamPriority::kHigh)].empty() ||
+         !s_->ready[static_cast<int>(StreamPriority::kNormal)].empty();
+}
+
 void Device::State::drain_one() {
   Stream* next = nullptr;
   // The pushes precede their tasks, so some stream is there; the loop only covers another task

@@ -62,6 +62,8 @@ namespace {
 
 // Items an owner runs before it re-queues the stream behind the other ready streams of its device.
 constexpr int kBatch = 32;
+// Longest run of one owner while no other stream of its device is ready (Note [Drain slices]).
+constexpr std::int64_t kSliceNs = 1'000'000;
 // Items (and queue nodes) preallocated per stream, so short bursts never allocate.
 constexpr std::size_t kInitialItems = 64;
 
@@ -454,9 +456,22 @@ bool Stream::step(WorkItem* item) {
   return finish(item);  // false: ownership released, `this` may already be gone
 }
 
+// Note [Drain slices]
+// An owner yields its worker (re-queues the stream behind the device's other ready streams) after a
+// batch of kBatch items when another stream of the device is waiting for a worker, and otherwise
+// after a slice of kSliceNs. Re-queuing is an arena enqueue, which wakes an idle worker to look for
+// work: done every kBatch items, a lone stream of small kernels woke the arena's other worker every
+// ~50 us, and on a 2-core machine its spinning took the core the host thread issues from. The slice
+// still hands the worker back to oneTBB's market regularly, so devices that want workers get them
+// (Note [Elastic device concurrency] in device.cpp), and a stream that becomes ready waits at most a
+// batch for a single-worker device.
 void Stream::drain() {
-  for (int n = 0; n < kBatch; ++n) {
-    if (!step(take_next())) return;
+  const std::int64_t start = now_ns();
+  for (;;) {
+    for (int n = 0; n < kBatch; ++n) {
+      if (!step(take_next())) return;
+    }
+    if (s_->device->has_ready_streams() || now_ns() - start >= kSliceNs) break;
   }
   s_->device->schedule(*this);  // still the owner: go to the back of the device's ready queue
 }

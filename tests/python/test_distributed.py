@@ -1,61 +1,20 @@
 """torch.distributed on openreg: the ``openreg`` backend over gloo, 2 processes on loopback."""
 
 import os
-import socket
 import time
-import traceback
 from datetime import timedelta
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from support import spawn  # tests/support (pytest's pythonpath)
 
-WORLD = 2
+WORLD = spawn.WORLD
 TIMEOUT_S = 60
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank, fn, port, backend, errors):
-    try:
-        os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ["MASTER_PORT"] = str(port)
-        kwargs = {} if backend is None else {"backend": backend}
-        dist.init_process_group(
-            rank=rank, world_size=WORLD, timeout=timedelta(seconds=20), **kwargs
-        )
-        try:
-            fn(rank)
-        finally:
-            dist.destroy_process_group()
-    except BaseException:  # noqa: BLE001 - reported to the parent
-        errors.put((rank, traceback.format_exc()))
-
-
 def _spawn(fn, backend=None):
-    ctx = mp.get_context("spawn")
-    errors = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, fn, port, backend, errors)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(TIMEOUT_S)
-    hung = [p for p in procs if p.is_alive()]
-    for p in hung:
-        p.kill()
-        p.join()
-    failures = []
-    while not errors.empty():
-        failures.append(errors.get(timeout=5))
-    assert not hung, f"ranks still running after {TIMEOUT_S} s"
-    assert not failures, "\n".join(f"rank {r}:\n{tb}" for r, tb in failures)
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    spawn.run(fn, backend=backend, timeout_s=TIMEOUT_S)
 
 
 def _dev(rank):

@@ -509,3 +509,29 @@ def test_ops_on_two_streams_respect_events():
         y = x * 2
     torch.openreg.current_stream().wait_stream(s)
     assert y.sum().item() == 2 * 512 * 512
+
+
+def test_pending_general_path_ops_keep_their_enqueued_geometry():
+    """The general path's items build their CPU aliases on the device thread from the geometry taken
+    at enqueue: host-side metadata changes afterwards must not reach them, and views of one storage
+    must still share memory there."""
+    dev = "openreg"
+    busy = torch.ones(512, 512, device=dev)
+    a = torch.arange(12.0, device=dev)
+    b = torch.arange(12.0, device=dev).flip(0)
+    for _ in range(4):
+        busy = busy @ busy / 512  # keeps the stream busy while the ops below are queued
+    s = a.sigmoid()
+    m = torch.addcmul(a, a.view(3, 4)[:, 1:3].reshape(-1).repeat(2)[:12], b)
+    w = torch.where(a > 5, a, b)
+    shared = torch.addcmul(a[:6], a[6:], a[:6])  # three views of one storage
+    a.resize_(3, 4)
+    a.t_()
+    b.resize_(2, 6)
+    del b
+    ref_a = torch.arange(12.0)
+    ref_b = ref_a.flip(0)
+    assert torch.allclose(s.cpu(), ref_a.sigmoid())
+    assert torch.equal(m.cpu(), torch.addcmul(ref_a, ref_a.view(3, 4)[:, 1:3].reshape(-1).repeat(2)[:12], ref_b))
+    assert torch.equal(w.cpu(), torch.where(ref_a > 5, ref_a, ref_b))
+    assert torch.equal(shared.cpu(), torch.addcmul(ref_a[:6], ref_a[6:], ref_a[:6]))

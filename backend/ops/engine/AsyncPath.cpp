@@ -13,6 +13,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -38,24 +39,93 @@ SilentWarnings* silent_warnings() {
 // A work item needs the addresses of the device memory it touches, not ownership of it: a block freed
 // while the item is queued is reused only by later work on its own stream, or, when the program used
 // it on other streams, after record_stream's events (Note [Stream-ordered device memory] in
-// OpenRegAllocator.cpp). So the host builds CPU aliases when it enqueues (new TensorImpls over the raw
-// device pointers, which nobody else sees) and the item owns only those, plus CPU tensors it reads
-// (snapshots of host arguments). It must never own the caller's TensorImpls: a TensorImpl that Python
-// also references would be released on a device thread, which takes the GIL there (slow, and fatal
-// while the interpreter shuts down).
+// OpenRegAllocator.cpp). So the item runs its CPU kernel on CPU aliases (new TensorImpls over the raw
+// device pointers, which nobody else sees), and owns only those, plus CPU tensors it reads (snapshots
+// of host arguments). It must never own the caller's TensorImpls: a TensorImpl that Python also
+// references would be released on a device thread, which takes the GIL there (slow, and fatal while
+// the interpreter shuts down).
 //
-// A pointer, a vector and a seed: it travels inline in the stream's task (Note [Launching a kernel on a
-// stream]).
+// The aliases are built on the device thread, from recipes the host takes when it enqueues (data
+// pointer and size of each distinct storage; sizes, strides, offset, dtype, conj/neg bits of each
+// tensor): the geometry is fixed at enqueue, so later metadata changes of the caller's tensors cannot
+// reach the kernel, and the host pays for copying a few integers instead of two allocations and a
+// TensorImpl per tensor. Tensors sharing a storage get aliases sharing one storage, as an
+// AliasConverter gives them (Arguments.h), so the CPU kernel's overlap checks behave as on CPU. Ops
+// with openreg tensors inside list arguments (cat, stack, index) convert on the host with an
+// AliasConverter instead: one converter must see all of an op's tensors.
+
+//! One distinct device storage an item's aliases share.
+struct StorageRecipe {
+  const c10::StorageImpl* source;  // identity only, on the host (never dereferenced on the device)
+  void* data;
+  std::size_t nbytes;
+};
+
+//! One tensor alias the item builds on the device thread, into values[value].
+struct AliasRecipe {
+  std::uint32_t value;
+  std::uint8_t storage;  // index into Recipes::storages
+  bool conj;
+  bool neg;
+  caffe2::TypeMeta dtype;
+  std::int64_t offset;
+  c10::SmallVector<std::int64_t, 5> sizes;
+  c10::SmallVector<std::int64_t, 5> strides;
+};
+
+struct Recipes {
+  c10::SmallVector<StorageRecipe, 3> storages;
+  c10::SmallVector<AliasRecipe, 3> tensors;
+
+  //! Records `t` (an openreg tensor) to become values[value].
+  void add(const at::Tensor& t, std::uint32_t value) {
+    const c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
+    std::size_t slot = 0;
+    while (slot < storages.size() && storages[slot].source != source) ++slot;
+    if (slot == storages.size()) {
+      storages.push_back({source, const_cast<void*>(t.storage().data_ptr().get()), t.storage().nbytes()});
+    }
+    tensors.push_back({value, static_cast<std::uint8_t>(slot), t.is_conj(), t.is_neg(), t.dtype(),
+                       t.storage_offset(), c10::SmallVector<std::int64_t, 5>(t.sizes().begin(), t.sizes().end()),
+                       c10::SmallVector<std::int64_t, 5>(t.strides().begin(), t.strides().end())});
+  }
+
+  //! Builds the aliases into `values` (on the device thread).
+  void build(std::vector<IValue>& values) const {
+    c10::SmallVector<c10::Storage, 3> built(storages.size());
+    for (const AliasRecipe& r : tensors) {
+      c10::Storage& st = built[r.storage];
+      if (!st) {
+        // Not resizable and no deleter: the bytes belong to the device allocator, and every output
+        // already has its final size, so a resize here would be our bug and must fail.
+        const StorageRecipe& s = storages[r.storage];
+        st = c10::Storage(c10::Storage::use_byte_size_t(), s.nbytes, c10::DataPtr(s.data, c10::Device(c10::kCPU)),
+                          /*allocator=*/nullptr, /*resizable=*/false);
+      }
+      auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(st), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                       r.dtype);
+      impl->set_sizes_and_strides(r.sizes, r.strides, r.offset);
+      if (r.conj) impl->_set_conj(true);
+      if (r.neg) impl->_set_neg(true);
+      values[r.value] = at::Tensor(std::move(impl));
+    }
+  }
+};
+
+// A pointer, a vector, a pointer and a seed: it travels inline in the stream's task (Note [Launching a
+// kernel on a stream]).
 struct OpWorkItem {
   const OpPlan* plan;
-  //! CPU aliases of the arguments (CPU tensors snapshotted), then those of the fresh outputs,
-  //! flattened in return order.
+  //! The arguments (CPU tensors snapshotted; openreg tensors as CPU aliases, or None slots that
+  //! `recipes` fills), then the fresh outputs' slots, flattened in return order.
   std::vector<IValue> values;
+  std::unique_ptr<Recipes> recipes;  // null when the host built the aliases
   std::uint64_t seed;  // for random ops
 
   void operator()() {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     c10::WarningUtils::WarningHandlerGuard warnings(silent_warnings());
+    if (recipes) recipes->build(values);
     const size_t n = plan->args.size();
     Stack stack(std::make_move_iterator(values.begin()), std::make_move_iterator(values.begin() + n));
     std::vector<at::Tensor> fresh;
@@ -103,6 +173,18 @@ struct OpWorkItem {
     // the stream's finish then destroys the emptied item.
   }
 };
+
+//! Whether an openreg tensor is inside a list argument (then the host converts: see the Note).
+bool device_tensors_in_lists(const OpPlan& plan, c10::ArrayRef<IValue> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArgKind kind = plan.args[i].kind;
+    if ((kind != ArgKind::kTensorList && kind != ArgKind::kOptionalTensorList) || !args[i].isList()) continue;
+    for (const IValue& e : args[i].toListRef()) {
+      if (e.isTensor() && e.toTensor().is_privateuseone()) return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -155,15 +237,34 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
   }
 
   if (plan.writes || !fresh.empty()) {
-    OpWorkItem item{&plan, {}, take_seed(plan, args, device)};
-    AliasConverter cpu(AliasTarget::kCpu);
-    const IValue none;
+    OpWorkItem item{&plan, {}, nullptr, take_seed(plan, args, device)};
     item.values.reserve(n + fresh.size());
-    for (size_t i = 0; i < n; ++i) {
-      item.values.push_back(
-          convert_arg(snapshot_cpu_tensors(args[i], plan.args[i]), plan.args[i], cpu, none, c10::kCPU));
+    if (device_tensors_in_lists(plan, args)) {
+      AliasConverter cpu(AliasTarget::kCpu);
+      const IValue none;
+      for (size_t i = 0; i < n; ++i) {
+        item.values.push_back(
+            convert_arg(snapshot_cpu_tensors(args[i], plan.args[i]), plan.args[i], cpu, none, c10::kCPU));
+      }
+      for (const auto& t : fresh) item.values.emplace_back(cpu.convert(t));
+    } else {
+      item.recipes = std::make_unique<Recipes>();
+      AliasConverter unused(AliasTarget::kCpu);  // no openreg tensors are left for it to convert
+      const IValue none;
+      for (size_t i = 0; i < n; ++i) {
+        const ArgPlan& a = plan.args[i];
+        if (a.kind == ArgKind::kTensor && args[i].isTensor() && args[i].toTensor().is_privateuseone()) {
+          item.recipes->add(args[i].toTensor(), static_cast<std::uint32_t>(item.values.size()));
+          item.values.emplace_back();
+        } else {
+          item.values.push_back(convert_arg(snapshot_cpu_tensors(args[i], a), a, unused, none, c10::kCPU));
+        }
+      }
+      for (const auto& t : fresh) {
+        if (t.defined()) item.recipes->add(t, static_cast<std::uint32_t>(item.values.size()));
+        item.values.emplace_back(t.defined() ? IValue() : IValue(t));
+      }
     }
-    for (const auto& t : fresh) item.values.emplace_back(cpu.convert(t));
     static_assert(kTravelsInline<OpWorkItem>, "the work item should travel inline");
     launch_kernel(c10::openreg::current_openreg_stream(device), plan.name, std::move(item));
   }

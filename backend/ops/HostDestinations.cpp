@@ -1,0 +1,229 @@
+// Note [Recycled host destinations]
+// `.cpu()` of a large openreg tensor allocates its result with the CPU allocator. For large sizes
+// glibc maps fresh memory each time and unmaps it at free, so every such copy writes into pages the
+// kernel must first allocate and zero (Note [Fresh host destinations] in sim/src/copy_engine.cpp makes
+// that cheaper, not free) and every free hands them back: a loop that moves a 64 MiB result to the
+// host each step paid that at every step, while the same loop's host-to-device copies land in
+// recycled device blocks. So aten::_to_copy from openreg to the CPU takes its result's memory from a
+// small cache of host blocks that earlier results gave back:
+//  - Only synchronous copies of at least kRecycleAtLeast bytes into a dense, strided, unpinned result
+//    (the common `.cpu()` / `.to("cpu")` / `.to("cpu", dtype)`); everything else takes PyTorch's
+//    composite path unchanged. Smaller blocks come from glibc's heap, which already recycles them.
+//  - The result is an ordinary CPU tensor: its storage's allocator is HostDestinationAllocator, which
+//    serves resizes from the same cache (or the CPU allocator below the threshold); it is not pinned
+//    (is_pinned() is false, as for the CPU allocator's memory). The bytes are written by a blocking
+//    copy that has finished before the tensor is returned, so a block is never in use by a stream
+//    when its tensor frees it: giving it back needs no stream ordering.
+//  - A block is reused for a request of at least half its size (bounded waste). At most
+//    max(64 MiB, physical memory / 16) is held; a block held longer than kHoldAtMost is unmapped at
+//    the next allocation or free, and torch.openreg.empty_cache() unmaps all of them.
+// Thread-safety: one mutex guards the cache; system calls (mmap/munmap) run outside it. Results may
+// be freed on any thread (a host callback can drop the last reference on a device thread). The cache
+// is leaked on purpose: tensors can be freed during static destruction at exit.
+
+#include "backend/ops/HostDestinations.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/library.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace at::openreg {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kRecycleAtLeast = std::size_t{1} << 20;
+constexpr std::size_t kGranule = std::size_t{2} << 20;  // block sizes are multiples of a huge page
+constexpr auto kHoldAtMost = std::chrono::seconds(2);
+
+std::size_t round_up(std::size_t n) {
+  return (n + kGranule - 1) / kGranule * kGranule;
+}
+
+// One mapping of `bytes` (a multiple of kGranule) at `base`; the DataPtr context of a result.
+struct Block {
+  void* base;
+  std::size_t bytes;
+};
+
+class HostDestinationCache {
+ public:
+  static HostDestinationCache& instance() {
+    static auto* cache = new HostDestinationCache();  // leaked: see the Note
+    return *cache;
+  }
+
+  // A block of at least `bytes`, or nullptr when the system refuses the mapping.
+  Block* take(std::size_t bytes) {
+    const std::size_t want = round_up(bytes);
+    std::vector<Block*> expired;
+    Block* found = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      collect_expired(Clock::now(), expired);
+      auto it = held_.lower_bound(want);
+      if (it != held_.end() && it->first / 2 <= want) {
+        found = it->second.block;
+        held_bytes_ -= it->first;
+        held_.erase(it);
+      }
+    }
+    unmap(expired);
+    if (found != nullptr) return found;
+    void* base = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return nullptr;
+    return new Block{base, want};
+  }
+
+  // Takes `block` back (its tensor is gone); unmaps it when the cache is full.
+  void give(Block* block) noexcept {
+    std::vector<Block*> expired;
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      collect_expired(now, expired);
+      if (held_bytes_ + block->bytes <= limit_) {
+        held_.emplace(block->bytes, Held{block, now});
+        held_bytes_ += block->bytes;
+        block = nullptr;
+      }
+    }
+    if (block != nullptr) expired.push_back(block);
+    unmap(expired);
+  }
+
+  void release_all() {
+    std::vector<Block*> all;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& entry : held_) all.push_back(entry.second.block);
+      held_.clear();
+      held_bytes_ = 0;
+    }
+    unmap(all);
+  }
+
+  std::size_t held_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_bytes_;
+  }
+
+ private:
+  struct Held {
+    Block* block;
+    Clock::time_point since;
+  };
+
+  HostDestinationCache() {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGESIZE);
+    const std::size_t physical = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * page : 0;
+    limit_ = std::max<std::size_t>(std::size_t{64} << 20, physical / 16);
+  }
+
+  // Moves blocks held longer than kHoldAtMost to `out`. Caller holds mutex_.
+  void collect_expired(Clock::time_point now, std::vector<Block*>& out) {
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (now - it->second.since > kHoldAtMost) {
+        out.push_back(it->second.block);
+        held_bytes_ -= it->first;
+        it = held_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  static void unmap(const std::vector<Block*>& blocks) noexcept {
+    for (Block* b : blocks) {
+      munmap(b->base, b->bytes);
+      delete b;
+    }
+  }
+
+  std::mutex mutex_;
+  std::multimap<std::size_t, Held> held_;  // size -> held block, for best fit
+  std::size_t held_bytes_ = 0;
+  std::size_t limit_ = 0;
+};
+
+void give_back(void* context) {
+  HostDestinationCache::instance().give(static_cast<Block*>(context));
+}
+
+// The allocator of results' storages: large sizes from the cache, small ones from the CPU allocator
+// (so a resize of a result behaves as for any CPU tensor).
+class HostDestinationAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(std::size_t bytes) override {
+    if (bytes >= kRecycleAtLeast) {
+      if (Block* b = HostDestinationCache::instance().take(bytes)) {
+        return {b->base, b, &give_back, c10::Device(c10::DeviceType::CPU)};
+      }
+    }
+    return c10::GetCPUAllocator()->allocate(bytes);
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return nullptr;  // contexts differ from data pointers: no raw allocation
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+HostDestinationAllocator g_allocator;
+
+bool recyclable(const at::Tensor& self, std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                std::optional<bool> pin_memory, bool non_blocking, std::optional<c10::MemoryFormat> format,
+                c10::ScalarType dtype) {
+  return device.has_value() && device->is_cpu() && !non_blocking && !pin_memory.value_or(false) &&
+         layout.value_or(c10::Layout::Strided) == c10::Layout::Strided && self.layout() == c10::Layout::Strided &&
+         format.value_or(c10::MemoryFormat::Preserve) == c10::MemoryFormat::Preserve &&
+         self.is_non_overlapping_and_dense() &&
+         static_cast<std::size_t>(self.numel()) * c10::elementSize(dtype) >= kRecycleAtLeast;
+}
+
+// aten::_to_copy for openreg tensors: PyTorch's composite kernel, with the result of a recyclable
+// device-to-host copy allocated from the cache (same sizes and strides as the composite's
+// preserve-format result of a dense tensor).
+at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                   std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<c10::MemoryFormat> memory_format) {
+  const c10::ScalarType out_type = dtype.value_or(self.scalar_type());
+  if (!recyclable(self, layout, device, pin_memory, non_blocking, memory_format, out_type)) {
+    return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+  }
+  at::Tensor result = at::detail::empty_strided_generic(self.sizes(), self.strides(), &g_allocator,
+                                                        c10::DispatchKeySet(c10::DispatchKey::CPU), out_type);
+  result.copy_(self);
+  return result;
+}
+
+}  // namespace
+
+std::size_t host_destination_cached_bytes() {
+  return HostDestinationCache::instance().held_bytes();
+}
+
+void host_destination_release_cached() {
+  HostDestinationCache::instance().release_all();
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_to_copy", TORCH_FN(to_copy));
+}
+
+}  // namespace at::openreg
