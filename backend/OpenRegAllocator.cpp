@@ -60,7 +60,12 @@ namespace {
 // Caches are created on a device's first allocation and never destroyed (deleters may run during
 // static destruction). Acquire/release: a reader that sees the pointer sees the constructed cache.
 std::array<std::atomic<DeviceCache*>, kMaxDevices> g_caches{};
-std::mutex g_caches_mutex;  // serialises creation only
+// Serialises creation only. Leaked, like every object device threads touch (Note [Teardown at exit]
+// in sim/src/runtime.cpp).
+std::mutex& caches_mutex() {
+  static auto* mutex = new std::mutex();
+  return *mutex;
+}
 
 DeviceCache* existing_cache(c10::DeviceIndex device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
@@ -70,7 +75,7 @@ DeviceCache* existing_cache(c10::DeviceIndex device) {
 DeviceCache& cache(c10::DeviceIndex device) {
   if (DeviceCache* c = existing_cache(device)) return *c;
   sim::DeviceMemory& memory = sim_device(device).memory();  // checks the index, starts the device
-  std::lock_guard<std::mutex> lock(g_caches_mutex);
+  std::lock_guard<std::mutex> lock(caches_mutex());
   DeviceCache* c = g_caches[device].load(std::memory_order_relaxed);  // creation is under the mutex
   if (c == nullptr) {
     c = new DeviceCache(device, memory);

@@ -1,4 +1,5 @@
 #include "backend/OpenRegDeviceCache.h"
+#include "backend/OpenRegRuntime.h"  // format_bytes
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
@@ -8,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 
 namespace c10::openreg::detail {
 
@@ -19,20 +19,6 @@ using c10::CachingDeviceAllocator::SegmentInfo;
 namespace {
 
 using Alloc = OpenRegDeviceAllocator;
-
-std::string format_size(std::uint64_t bytes) {
-  char buffer[64];
-  if (bytes <= 1024) {
-    std::snprintf(buffer, sizeof(buffer), "%llu bytes", static_cast<unsigned long long>(bytes));
-  } else if (bytes < (1ULL << 20)) {
-    std::snprintf(buffer, sizeof(buffer), "%.2f KiB", static_cast<double>(bytes) / (1ULL << 10));
-  } else if (bytes < (1ULL << 30)) {
-    std::snprintf(buffer, sizeof(buffer), "%.2f MiB", static_cast<double>(bytes) / (1ULL << 20));
-  } else {
-    std::snprintf(buffer, sizeof(buffer), "%.2f GiB", static_cast<double>(bytes) / (1ULL << 30));
-  }
-  return buffer;
-}
 
 std::size_t round_size(std::size_t nbytes) {
   constexpr std::size_t r = Alloc::kRoundBytes;
@@ -505,15 +491,15 @@ std::string DeviceCache::oom_message(std::size_t nbytes) const {
   const auto allocated = static_cast<std::uint64_t>(stats_.allocated_bytes[0].current);
   const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes[0].current);
   const std::uint64_t cached = reserved - allocated - pending_bytes;
-  std::string message = "openreg out of memory. Tried to allocate " + format_size(nbytes) + ". Device " +
+  std::string message = "openreg out of memory. Tried to allocate " + format_bytes(nbytes) + ". Device " +
                         std::to_string(device_) + " has a total capacity of " +
-                        format_size(memory_.capacity()) +
-                        " of which " + format_size(free_bytes()) + " is free. Of the allocated memory " +
-                        format_size(allocated) + " is allocated by PyTorch (live tensors), " +
-                        format_size(cached) + " is reserved by PyTorch but unallocated (cached), and " +
-                        format_size(pending_bytes) +
+                        format_bytes(memory_.capacity()) +
+                        " of which " + format_bytes(free_bytes()) + " is free. Of the allocated memory " +
+                        format_bytes(allocated) + " is allocated by PyTorch (live tensors), " +
+                        format_bytes(cached) + " is reserved by PyTorch but unallocated (cached), and " +
+                        format_bytes(pending_bytes) +
                         " is freed but still held by queued work on other streams (record_stream).";
-  if (limit_ != 0) message += " The per-process memory fraction allows " + format_size(limit_) + ".";
+  if (limit_ != 0) message += " The per-process memory fraction allows " + format_bytes(limit_) + ".";
   return message;
 }
 

@@ -94,11 +94,15 @@ OpenRegGeneratorImpl* OpenRegGeneratorImpl::clone_impl() const {
 
 const at::Generator& default_generator(c10::DeviceIndex device_index) {
   const c10::DeviceIndex index = resolve(device_index);
-  // Leaked: generators are referenced from Python objects that may outlive static destruction.
-  static auto* generators = new std::array<at::Generator, kMaxDevices>();
-  static std::mutex mutex;  // guards creation of the entries
-  std::lock_guard<std::mutex> lock(mutex);
-  at::Generator& gen = (*generators)[index];
+  // Leaked, like every object device threads touch (Note [Teardown at exit] in sim/src/runtime.cpp):
+  // generators are referenced from Python objects and work items that may outlive static destruction.
+  struct DefaultGenerators {
+    std::mutex mutex;  // guards creation of the entries
+    std::array<at::Generator, kMaxDevices> generators;
+  };
+  static auto* defaults = new DefaultGenerators();
+  std::lock_guard<std::mutex> lock(defaults->mutex);
+  at::Generator& gen = defaults->generators[index];
   if (!gen.defined()) {
     gen = at::make_generator<OpenRegGeneratorImpl>(index);
   }

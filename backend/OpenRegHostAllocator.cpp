@@ -3,61 +3,83 @@
 #include "backend/OpenRegFork.h"
 #include "backend/OpenRegRuntime.h"
 
-#include <openreg/sim/runtime.h>
+#include <c10/util/Exception.h>
 
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <unordered_map>
 
 namespace c10::openreg {
 
-namespace sim = ::openreg::sim;
-
 namespace {
 
-std::mutex g_stats_mutex;  // guards g_stats and g_sizes
-at::HostStats g_stats;
-std::unordered_map<const void*, std::size_t> g_sizes;  // live allocation -> bytes, for the byte stats
+// The byte statistics. Leaked, like every object device threads touch: the deleter runs on the thread
+// that drops a pinned storage's last reference, a device thread included (work items keep the pinned
+// memory they copy alive, ops/Copy.cpp), and may run during static destruction (Note [Teardown at
+// exit] in sim/src/runtime.cpp).
+struct HostStatsState {
+  std::mutex mutex;  // guards the members below
+  at::HostStats stats;
+  std::unordered_map<const void*, std::size_t> sizes;  // live allocation -> bytes, for the byte stats
+};
+HostStatsState& host_stats() {
+  static auto* state = new HostStatsState();
+  return *state;
+}
 
-void free_pinned(void* ptr) {
+// The DataPtr deleter: it runs from destructors (noexcept), so a failure is a warning, never an
+// exception. The runtime refuses a pointer that is not a live pinned allocation: a DataPtr built with
+// this deleter around foreign memory, or a double free; that memory is left alone.
+void free_pinned_deleter(void* ptr) noexcept {
   if (ptr == nullptr) {
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(g_stats_mutex);
-    auto it = g_sizes.find(ptr);
-    if (it != g_sizes.end()) {
-      g_stats.active_requests.decrease(1);
-      g_stats.allocations.decrease(1);
-      g_stats.active_bytes.decrease(it->second);
-      g_stats.allocated_bytes.decrease(it->second);
-      g_stats.num_host_free += 1;
-      g_sizes.erase(it);
+  try {
+    {
+      HostStatsState& state = host_stats();
+      std::lock_guard<std::mutex> lock(state.mutex);
+      auto it = state.sizes.find(ptr);
+      if (it != state.sizes.end()) {
+        state.stats.active_requests.decrease(1);
+        state.stats.allocations.decrease(1);
+        state.stats.active_bytes.decrease(it->second);
+        state.stats.allocated_bytes.decrease(it->second);
+        state.stats.num_host_free += 1;
+        state.sizes.erase(it);
+      }
+    }
+    free_pinned(ptr);
+  } catch (const std::exception& e) {
+    try {
+      TORCH_WARN("openreg: the pinned host memory at ", ptr, " was not freed: ",
+                 c10::GetExceptionString(e));
+    } catch (...) {
+      // A warning handler that throws (warnings as errors) has nowhere to go from a destructor.
     }
   }
-  translate_sim_errors([&] { sim::Runtime::global().host_free_pinned(ptr); });
 }
 
 }  // namespace
 
 at::DataPtr OpenRegHostAllocator::allocate(std::size_t nbytes) {
   init();  // pinned memory belongs to the runtime: start it (and refuse in a bad fork)
-  void* ptr = nbytes == 0 ? nullptr
-                          : translate_sim_errors([&] { return sim::Runtime::global().host_alloc_pinned(nbytes); });
+  void* ptr = alloc_pinned(nbytes);
   if (ptr != nullptr) {
-    std::lock_guard<std::mutex> lock(g_stats_mutex);
-    g_sizes.emplace(ptr, nbytes);
-    g_stats.allocations.increase(1);
-    g_stats.active_requests.increase(1);
-    g_stats.allocated_bytes.increase(nbytes);
-    g_stats.active_bytes.increase(nbytes);
-    g_stats.num_host_alloc += 1;
+    HostStatsState& state = host_stats();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.sizes.emplace(ptr, nbytes);
+    state.stats.allocations.increase(1);
+    state.stats.active_requests.increase(1);
+    state.stats.allocated_bytes.increase(nbytes);
+    state.stats.active_bytes.increase(nbytes);
+    state.stats.num_host_alloc += 1;
   }
-  return at::DataPtr(ptr, ptr, &free_pinned, c10::Device(c10::DeviceType::CPU));
+  return at::DataPtr(ptr, ptr, &free_pinned_deleter, c10::Device(c10::DeviceType::CPU));
 }
 
 c10::DeleterFnPtr OpenRegHostAllocator::raw_deleter() const {
-  return &free_pinned;
+  return &free_pinned_deleter;
 }
 
 void OpenRegHostAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
@@ -71,24 +93,27 @@ bool OpenRegHostAllocator::record_event(void* /*ptr*/, void* /*ctx*/, c10::Strea
 void OpenRegHostAllocator::empty_cache() {}
 
 at::HostStats OpenRegHostAllocator::get_stats() {
-  std::lock_guard<std::mutex> lock(g_stats_mutex);
-  return g_stats;
+  HostStatsState& state = host_stats();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.stats;
 }
 
 void OpenRegHostAllocator::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> lock(g_stats_mutex);
-  for (at::Stat* stat : {&g_stats.allocations, &g_stats.active_requests, &g_stats.allocated_bytes,
-                         &g_stats.active_bytes}) {
+  HostStatsState& state = host_stats();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  at::HostStats& stats = state.stats;
+  for (at::Stat* stat : {&stats.allocations, &stats.active_requests, &stats.allocated_bytes, &stats.active_bytes}) {
     stat->reset_accumulated();
   }
-  g_stats.num_host_alloc = 0;
-  g_stats.num_host_free = 0;
+  stats.num_host_alloc = 0;
+  stats.num_host_free = 0;
 }
 
 void OpenRegHostAllocator::reset_peak_stats() {
-  std::lock_guard<std::mutex> lock(g_stats_mutex);
-  for (at::Stat* stat : {&g_stats.allocations, &g_stats.active_requests, &g_stats.allocated_bytes,
-                         &g_stats.active_bytes}) {
+  HostStatsState& state = host_stats();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  at::HostStats& stats = state.stats;
+  for (at::Stat* stat : {&stats.allocations, &stats.active_requests, &stats.allocated_bytes, &stats.active_bytes}) {
     stat->reset_peak();
   }
 }
@@ -103,7 +128,7 @@ bool is_pinned_ptr(const void* ptr) noexcept {
     return false;  // nothing can be pinned before the runtime starts (or in a forked child)
   }
   try {
-    return sim::Runtime::global().is_pinned(ptr);
+    return is_pinned(ptr);
   } catch (...) {
     return false;
   }

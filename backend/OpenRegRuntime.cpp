@@ -279,6 +279,23 @@ std::uint64_t device_busy_time_ns(c10::DeviceIndex index) {
   return device.busy_time_ns() / static_cast<std::uint64_t>(std::max(1, runtime().config().compute_threads));
 }
 
+void drain_at_exit() noexcept { sim::Runtime::drain_at_exit(); }
+
+void* alloc_pinned(std::size_t bytes) {
+  return translate_sim_errors([&] { return runtime().host_alloc_pinned(bytes); });
+}
+
+void free_pinned(void* ptr) {
+  // Not runtime(): a pinned block outlives a fork, and the runtime it came from exists (it is leaked).
+  translate_sim_errors([&] { sim::Runtime::global().host_free_pinned(ptr); });
+}
+
+bool is_pinned(const void* ptr) {
+  return translate_sim_errors([&] { return sim::Runtime::global().is_pinned(ptr); });
+}
+
+std::string format_bytes(std::uint64_t bytes) { return sim::format_bytes(bytes); }
+
 DeviceProperties device_properties(c10::DeviceIndex index) {
   check_device_index(index);
   const sim::Config& config = runtime().config();

@@ -17,6 +17,7 @@
 #include <openreg/sim/runtime.h>
 #include <openreg/sim/stream.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -78,6 +79,21 @@ OPENREG_BACKEND_API void synchronize_device(c10::DeviceIndex index);
 //! Nanoseconds of compute-thread time the device spent on work since it started, divided by its compute
 //! threads (with one thread: the time during which at least one item ran); torch.openreg.utilization() samples it like nvidia-smi samples a GPU's busy time.
 OPENREG_BACKEND_API std::uint64_t device_busy_time_ns(c10::DeviceIndex index);
+
+//! Waits for all work queued on every device, reporting nothing; what the process runs at exit (Note
+//! [Teardown at exit] in sim/src/runtime.cpp), and what the Python package runs before the interpreter
+//! finalizes. Does nothing before the runtime started, in a forked child or on a device thread.
+OPENREG_BACKEND_API void drain_at_exit() noexcept;
+
+//! Pinned host memory, from the runtime's registry (so is_pinned answers for any pointer inside).
+//! alloc_pinned gives nullptr for 0 bytes and raises OutOfMemoryError when the host has no memory;
+//! free_pinned raises c10::Error for a pointer that is not a live pinned allocation.
+void* alloc_pinned(std::size_t bytes);
+void free_pinned(void* ptr);
+bool is_pinned(const void* ptr);
+
+//! "512 B", "1.50 KiB", "2.00 GiB": the sim's byte formatter, for messages and memory_summary.
+OPENREG_BACKEND_API std::string format_bytes(std::uint64_t bytes);
 
 //! What torch.openreg.get_device_properties reports.
 struct DeviceProperties {

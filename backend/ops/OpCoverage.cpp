@@ -52,6 +52,9 @@ bool is_sparse_layout(const c10::IValue& v) {
 // combination of types; out=: an empty tensor the kernel resizes). Random ops without a Generator
 // argument are not probed: they would draw from CPU's default generator.
 
+// The probe's warnings are noise (stand-in data). Installed by the probing call on its own thread, for
+// the duration of the call: a local of probe(), which no device thread ever sees (the objects device
+// threads touch are leaked instead, Note [Teardown at exit] in sim/src/runtime.cpp).
 struct SilentWarnings final : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };

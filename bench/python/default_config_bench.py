@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+from bench_table import TablePrinter
+
 TARGETS = {
     "small_op": ("<=", 1.2), "elementwise_1m": ("<=", 1.2), "mm2048": (">=", 0.9), "mlp_step": ("<=", 1.2),
     "conv_step": ("<=", 1.2), "transformer": ("<=", 1.2), "two_streams": (">=", 1.6),
@@ -347,7 +349,8 @@ def main():
         print(json.dumps(FIGURES[args.figure](args.quick)))
         return 0
     results = {"cores": os.cpu_count(), "reps": REPS, "figures": {}}
-    print(f"{'figure':<16} {'target':>8} {'default':>9} {'tuned':>9}  tuned config")
+    table = TablePrinter([("figure", 16), ("target", 8), ("default", 9), ("tuned", 9), ("tuned config", 0)],
+                         align="<>>><")
     for name in args.only or list(FIGURES):
         default = run_child(name, {}, args.quick)
         tuned_env = TUNED.get(name, TUNED_DEFAULT)
@@ -355,8 +358,8 @@ def main():
         op, target = TARGETS[name]
         results["figures"][name] = {"target": f"{op} {target}", "default": default, "tuned": tuned,
                                     "tuned_env": tuned_env}
-        print(f"{name:<16} {op + ' ' + str(target):>8} {_fmt(default.get('value')):>9} "
-              f"{_fmt(tuned.get('value') if tuned else None):>9}  {tuned_env}", flush=True)
+        table.row(name, f"{op} {target}", _fmt(default.get("value")), _fmt(tuned.get("value") if tuned else None),
+                  tuned_env)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+import bench_table
+
 CORES = os.cpu_count() or 1
 TARGETS = {
     "small": "openreg/CPU per-op host time <= 2.0 (stretch 1.5)",
@@ -211,11 +213,7 @@ def print_table(name, result, env=None):
     if isinstance(result, dict):
         print(f"   error: {result['error']}")
         return
-    keys = list(result[0].keys())
-    widths = [max(len(k), *(len(str(r[k])) for r in result)) for k in keys]
-    print("   " + "  ".join(k.rjust(w) for k, w in zip(keys, widths)))
-    for r in result:
-        print("   " + "  ".join(str(r[k]).rjust(w) for k, w in zip(keys, widths)))
+    bench_table.print_table(result, indent="   ")
 
 
 def main():

@@ -65,7 +65,7 @@ void BM_CopyComputeOverlap(benchmark::State& state) {
   constexpr std::size_t kBytes = 8 << 20;
   // Bandwidth such that the copy takes about as long as the kernel: the hardest case for overlap.
   constexpr std::uint64_t kBandwidth = static_cast<std::uint64_t>(kBytes / (kItemMs / 1e3));
-  Runtime runtime(make_config(1, 1, kBandwidth));
+  Runtime runtime(make_config(1, 1, support::kDefaultCapacity, kBandwidth));
   Device& dev = runtime.device(0);
   auto copier = dev.create_stream();
   auto computer = dev.create_stream();

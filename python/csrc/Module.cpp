@@ -61,6 +61,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", torch::wrap_pybind_function_no_gil([](std::int64_t device) {
           ore::synchronize_device(to_index(device));
         }));
+  m.def("_drain_at_exit", [] { ore::drain_at_exit(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("_format_bytes", [](std::uint64_t bytes) { return ore::format_bytes(bytes); });
   m.def("_get_device_properties", torch::wrap_pybind_function([](std::int64_t device) {
           const ore::DeviceProperties p = ore::device_properties(to_index(device));
           py::dict out;

@@ -28,7 +28,7 @@ def register() -> None:
         # The compiled module first: if the build is missing, torch is left untouched. Loading it loads
         # libopenreg_backend, whose static initialisers register the device guard, hooks and allocators.
         try:
-            from torch_openreg import _C  # noqa: F401
+            from torch_openreg import _C
         except ImportError as err:
             raise ImportError(
                 "torch_openreg: the compiled module torch_openreg._C could not be loaded "
@@ -50,25 +50,7 @@ def register() -> None:
         from torch_openreg import _distributed
 
         _distributed.register()
-        atexit.register(_drain_devices_at_exit)
+        # The C++ runtime drains queued work at exit() (Note [Teardown at exit] in
+        # sim/src/runtime.cpp); the interpreter finalizes before that, so it drains here first too.
+        atexit.register(_C._drain_at_exit)
         _registered = True
-
-
-def _drain_devices_at_exit() -> None:
-    """Waits for all device work before the interpreter finalizes.
-
-    Work still queued at exit would otherwise run on device threads while Python and the backend's
-    static objects (allocators, stream pool) are being torn down: a crash at exit, and lost work. Like a
-    CUDA program's implicit teardown, exiting completes the queued work first. Errors of failed work are
-    not raised here (nobody is left to handle them), and a forked child never touches the parent's
-    devices.
-    """
-    from torch_openreg import _C
-
-    if not _C._is_initialized() or _C._is_in_bad_fork():
-        return
-    for index in range(_C._get_device_count()):
-        try:
-            _C._synchronize(index)
-        except Exception:  # noqa: BLE001 - reported by whoever synchronizes next; at exit, nobody
-            pass

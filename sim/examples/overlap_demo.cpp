@@ -3,9 +3,6 @@
 //   2. a bandwidth-limited host-to-device copy and a kernel, on one stream vs. on two streams.
 // Prints a table of measured times. Runs in about a second.
 
-
-#include <time.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -17,43 +14,15 @@
 #include "openreg/sim/event.h"
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/stream.h"
+#include "openreg/sim/support.h"
 #include "openreg/sim/trace.h"
 
 namespace {
 
 using namespace openreg::sim;
 
-// The demo's kernel: pure computation for `iterations` steps (the sim layer's examples depend on the sim
-// alone, so this does not come from bench/).
-std::uint64_t spin(std::uint64_t iterations) {
-  std::uint64_t x = 88172645463325252ull;
-  for (std::uint64_t i = 0; i < iterations; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-  }
-  return x;
-}
-
-std::int64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// Iterations of spin() that take about `ms` milliseconds of this thread's CPU time (wall time would also
-// count time the thread was descheduled on a busy machine).
-std::uint64_t calibrate_spin(double ms) {
-  constexpr std::uint64_t kProbe = 1'000'000;
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = thread_cpu_ns();
-    volatile std::uint64_t sink = spin(kProbe);
-    (void)sink;
-    best = std::min(best, static_cast<double>(thread_cpu_ns() - t0));
-  }
-  return static_cast<std::uint64_t>(ms * 1e6 / best * kProbe);
-}
+using support::calibrate_spin;
+using support::spin;
 
 constexpr double kKernelMs = 40.0;
 constexpr std::size_t kCopyBytes = 16 << 20;
@@ -84,12 +53,7 @@ double timed(Device& dev, const std::shared_ptr<Stream>& first, const std::vecto
 }  // namespace
 
 int main() {
-  Config config;
-  config.device_count = 1;
-  config.compute_threads = 2;
-  config.memory_capacity = std::uint64_t{1} << 30;
-  config.copy_bandwidth = kBandwidth;
-  Runtime runtime(config);
+  Runtime runtime(support::make_config(/*devices=*/1, /*threads=*/2, support::kDefaultCapacity, kBandwidth));
   Device& dev = runtime.device(0);
   auto a = dev.create_stream();
   auto b = dev.create_stream();

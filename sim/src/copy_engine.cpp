@@ -73,8 +73,9 @@ constexpr std::int64_t kSlowHugePageNs = 1'000'000;
 class FreshPageFiller {
  public:
   static FreshPageFiller& instance() {
-    static FreshPageFiller filler;
-    return filler;
+    // Leaked: copy-engine threads use it and may run during static destruction (Note [Teardown at exit]).
+    static auto* filler = new FreshPageFiller;
+    return *filler;
   }
 
   // Fills the not yet backed pages of [dst, dst + bytes) (page-aligned) from src, from the first page

@@ -6,7 +6,6 @@
 #include <boost/lockfree/queue.hpp>
 
 #include <atomic>
-#include <exception>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -17,15 +16,11 @@
 #include "internal_check.h"
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/trace.h"
-#include "progress_counter.h"
 #include "arena_task_arg.h"
 #include "tsan_annotations.h"
 
 namespace openreg::sim {
 namespace {
-// The device whose arena task the calling thread is running, if any (execute() runs inline there).
-thread_local const Device* tl_device = nullptr;
-
 // Relaxed loads/stores suffice: the hook is a plain function pointer with no data published with it.
 std::atomic<void (*)()> g_idle_hook{nullptr};
 
@@ -43,11 +38,6 @@ class IdleObserver final : public tbb::task_scheduler_observer {
 }  // namespace
 
 void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(hook, std::memory_order_relaxed); }
-
-namespace detail {
-// For Note [Bounded launch queue]: enqueues from a device's compute threads never wait.
-bool on_device_compute_thread() noexcept { return tl_device != nullptr; }
-}  // namespace detail
 
 // Note [Elastic device concurrency]
 // A device's compute units are a oneTBB task_arena whose concurrency (Config::compute_threads: the
@@ -76,7 +66,7 @@ struct Device::State {
   // another device's thread). The destructor waits for 0: dropping a reference is each one's last
   // touch of the device.
   std::atomic<std::int64_t> busy_refs{0};
-  // Accumulated time compute threads spent running this device's work (drain batches, execute tasks).
+  // Accumulated time compute threads spent running this device's work (drain batches).
   std::atomic<std::uint64_t> busy_ns{0};
   // No slot reserved for host threads: they never run device work. Declared after what tasks touch.
   tbb::task_arena arena;
@@ -87,10 +77,9 @@ struct Device::State {
 
   mutable std::mutex streams_mutex;
   std::unordered_map<StreamId, std::shared_ptr<Stream>> streams;  // guarded by streams_mutex
+  std::uint64_t retired_items = 0;  // items ever enqueued on destroyed streams; guarded by streams_mutex
   std::atomic<StreamId> next_id{kDefaultStreamId + 1};
   std::shared_ptr<Stream> default_stream;
-
-  Device* device = nullptr;
 
   // An arena task that takes the most urgent ready stream and drains it. One task per ready-queue
   // push, so every pushed stream is taken by exactly one task; it need not be the one pushed with
@@ -105,12 +94,12 @@ struct Device::State {
     busy_refs.fetch_sub(1, std::memory_order_release);  // pairs with the destructor's acquire
   }
   void drain_one();
+  std::vector<std::shared_ptr<Stream>> all_streams() const;  // the default stream first
 };
 
 Device::Device(Runtime& runtime, int index) : s_(std::make_unique<State>()) {
   const Config& config = runtime.config();
   s_->runtime = &runtime;
-  s_->device = this;
   s_->index = index;
   s_->threads = config.compute_threads;
   s_->bandwidth = config.copy_bandwidth;
@@ -124,14 +113,7 @@ Device::Device(Runtime& runtime, int index) : s_(std::make_unique<State>()) {
 }
 
 Device::~Device() {
-  for (auto& stream : [&] {
-         std::lock_guard lock(s_->streams_mutex);
-         std::vector<std::shared_ptr<Stream>> all{s_->default_stream};
-         for (auto& [id, st] : s_->streams) all.push_back(st);
-         return all;
-       }()) {
-    stream->wait_idle();
-  }
+  wait_idle();
   // All work is done; what may remain are tails: copy engines returning from resume() (joined
   // here), arena tasks returning from drain() and submitters returning from enqueue (busy_refs).
   s_->inbound.reset();
@@ -183,16 +165,33 @@ void Device::destroy_stream(StreamId id) {
   st->mark_destroyed();                     // new enqueues fail from here on
   st->wait_idle();
   std::lock_guard lock(s_->streams_mutex);
-  s_->streams.erase(id);
+  if (s_->streams.erase(id) != 0) s_->retired_items += st->enqueued_count();
 }
 
-void Device::synchronize() {
+std::vector<std::shared_ptr<Stream>> Device::State::all_streams() const {
+  std::lock_guard lock(streams_mutex);
+  std::vector<std::shared_ptr<Stream>> all{default_stream};
+  for (auto& [id, st] : streams) all.push_back(st);
+  return all;
+}
+
+std::uint64_t Device::wait_idle() {
   std::vector<std::shared_ptr<Stream>> all;
+  std::uint64_t enqueued = 0;
   {
     std::lock_guard lock(s_->streams_mutex);
     all.push_back(s_->default_stream);
     for (auto& [id, st] : s_->streams) all.push_back(st);
+    enqueued = s_->retired_items;
   }
+  // A stream destroyed meanwhile may be counted twice: one more drain pass, never one too few.
+  for (auto& st : all) enqueued += st->enqueued_count();
+  for (auto& st : all) st->wait_idle();
+  return enqueued;
+}
+
+void Device::synchronize() {
+  const std::vector<std::shared_ptr<Stream>> all = s_->all_streams();
   for (auto& st : all) st->wait_idle();
   // Every stream's unreported failures are taken (so reported here, once), not just the first one's.
   std::string first;
@@ -235,58 +234,11 @@ void Device::State::drain_one() {
          !ready[static_cast<int>(StreamPriority::kNormal)].pop(next)) {
     cpu_relax();
   }
-  const Device* outer = tl_device;
-  tl_device = device;
   const std::int64_t start = now_ns();
   next->drain();
   // relaxed: a statistic; readers need no ordering with the work itself.
   busy_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - start), std::memory_order_relaxed);
-  tl_device = outer;
   busy_refs.fetch_sub(1, std::memory_order_release);  // last touch of the device
-}
-
-void Device::execute(Task fn) {
-  if (!fn) throw_error(Errc::kInvalidArgument, "execute of an empty task");
-  if (tl_device == this) {  // already on this device's threads: waiting would only block one of them
-    fn();
-    return;
-  }
-  // Owned by the task (it still touches `done` after the waiter may have returned); the waiter
-  // keeps its own reference.
-  struct Request {
-    State* state;
-    Task* fn;
-    std::exception_ptr error;
-    ProgressCounter done;
-  };
-  auto completion = std::make_shared<Request>();
-  completion->state = s_.get();
-  completion->fn = &fn;
-  auto* owned = new std::shared_ptr<Request>(completion);
-  s_->busy_refs.fetch_add(2, std::memory_order_relaxed);
-  tsan_task_submit();  // see Note [TSAN and oneTBB]
-  s_->arena.enqueue([arg = ArenaTaskArg<std::shared_ptr<Request>>(owned)] {
-    tsan_task_start();
-    std::unique_ptr<std::shared_ptr<Request>> request(arg.get());
-    Request& r = **request;
-    const Device* outer = tl_device;
-    tl_device = r.state->device;
-    const std::int64_t start = now_ns();
-    try {
-      (*r.fn)();
-    } catch (...) {
-      r.error = std::current_exception();
-    }
-    r.state->busy_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - start), std::memory_order_relaxed);
-    tl_device = outer;
-    State* state = r.state;
-    r.done.increment();  // publishes `error`
-    request.reset();
-    state->busy_refs.fetch_sub(1, std::memory_order_release);
-  });
-  s_->busy_refs.fetch_sub(1, std::memory_order_release);
-  completion->done.wait_at_least(1);
-  if (completion->error) std::rethrow_exception(completion->error);
 }
 
 }  // namespace openreg::sim

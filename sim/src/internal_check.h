@@ -21,7 +21,4 @@ namespace openreg::sim {
 
 [[noreturn]] inline void throw_error(Errc code, const std::string& message) { throw Error(code, message); }
 
-//! "512 B", "1.50 KiB", "2.00 GiB": sizes in error messages.
-std::string format_bytes(std::uint64_t bytes);
-
 }  // namespace openreg::sim

@@ -3,6 +3,8 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -26,8 +28,8 @@ namespace {
 // demand, moving them as demand changes. The pool is therefore sized for the machine, not for the sum
 // of the arenas: max(cores, largest arena cap, live devices) workers. "Largest cap": one device alone
 // can reach its whole OPENREG_COMPUTE_THREADS even above the core count. "Live devices": each device
-// can always hold a worker, so a device whose work waits on another device's work (Device::execute,
-// a host callback synchronizing a peer) cannot starve it of its last thread. Our arenas reserve no
+// can always hold a worker, so a device whose work waits on another device's work (a kernel or host
+// callback synchronizing a peer's stream) cannot starve it of its last thread. Our arenas reserve no
 // slot for host threads, so all device work runs on workers, and TBB counts the master in its limit
 // ("+1"). One global_control, re-created whenever a runtime comes or goes; the new control is built
 // before the old one is dropped and TBB applies the smallest live value, so the limit never dips
@@ -88,18 +90,81 @@ Runtime::~Runtime() {
   WorkerBudget::instance().add(-1, s_->config.device_count, s_->config.compute_threads);
 }
 
+// Note [Teardown at exit]
+// The global runtime is never destroyed: tensors freed by static destructors at exit may still reach
+// their devices. So nothing would join its threads at exit: a process that returned from main with
+// work queued kept running that work on oneTBB workers and copy-engine threads while exit() destroyed
+// the static objects the work touches (the program's globals, libtorch's, ours), and whatever had not
+// run when the process ended was lost. Instead, for every client (C++ programs, the tests, Python):
+//  1. global() registers Runtime::drain_at_exit with std::atexit once the runtime is built. exit()
+//     runs atexit handlers and static destructors in the reverse order of their registration and
+//     construction, so the drain runs before the destructor of every static object that existed when
+//     the runtime started: each library's (oneTBB, libtorch, the backend's load-time registrations)
+//     and the program's globals. It waits until all queued work has run, as a CUDA program's queued
+//     work completes before it exits.
+//  2. What device threads touch and may be built after the runtime (function-local statics: the trace
+//     registry, the schedule-fuzz timer, the backend's stream pools, allocator caches, generators,
+//     pinned-memory statistics, ...) is leaked, never owned by a static: work that static destructors
+//     queue after the drain (a tensor freed at exit) still finds it all alive. A static a program
+//     builds after the runtime started and that its queued work uses is destroyed before the drain:
+//     such a program synchronizes before it returns from main.
+//  3. An interpreter finalizes before exit() runs the drain, so the Python package calls
+//     drain_at_exit() from its own atexit hook (python/torch_openreg/_registration.py): no device work
+//     runs while Python tears down.
+// The drain skips a forked child: its copy of the runtime has queued work but none of the threads that
+// would run it (the pid is compared, so it needs nobody's fork handler). An exit() from a kernel or a
+// host callback cannot wait for the work it is part of; it skips the drain too.
+namespace {
+// Published once by global(), before the atexit registration that reads it (release/acquire: the
+// drain sees the fully built runtime). The pid is written before the release store.
+std::atomic<Runtime*> g_global_runtime{nullptr};
+pid_t g_global_runtime_pid = 0;
+}  // namespace
+
+namespace detail {
+bool running_device_work() noexcept;  // stream.cpp
+}  // namespace detail
+
 Runtime& Runtime::global() {
-  // Built once; a bad environment is remembered and rethrown on every call. The runtime is leaked
-  // on purpose: tensors freed by static destructors at exit may still reach their devices.
+  // Built once; a bad environment is remembered and rethrown on every call. Leaked (Note [Teardown at
+  // exit]).
   static const std::variant<Runtime*, ConfigError> instance = []() -> std::variant<Runtime*, ConfigError> {
+    Runtime* runtime = nullptr;
     try {
-      return new Runtime(Config::from_env());
+      runtime = new Runtime(Config::from_env());
     } catch (const ConfigError& e) {
       return e;
     }
+    g_global_runtime_pid = getpid();
+    g_global_runtime.store(runtime, std::memory_order_release);
+    // A full atexit table (glibc has none) would only leave exit without the drain: nothing to report.
+    (void)std::atexit(&Runtime::drain_at_exit);
+    return runtime;
   }();
   if (const auto* error = std::get_if<ConfigError>(&instance)) throw *error;
   return *std::get<Runtime*>(instance);
+}
+
+void Runtime::drain_at_exit() noexcept {
+  Runtime* runtime = g_global_runtime.load(std::memory_order_acquire);
+  if (runtime == nullptr || getpid() != g_global_runtime_pid || detail::running_device_work()) return;
+  // Work may queue more work (a host callback launching onto another stream), so passes repeat until
+  // one counts no item the pass before had not: the pass before waited for all of them, and an item
+  // that queued more had been counted, so its enqueue happened before this pass counted. A device
+  // started during the drain is covered by the next pass.
+  try {
+    std::uint64_t previous = ~std::uint64_t{0};
+    for (;;) {
+      std::uint64_t enqueued = 0;
+      for (int i = 0; i < runtime->s_->config.device_count; ++i) {
+        if (Device* d = runtime->s_->started[i].load(std::memory_order_acquire)) enqueued += d->wait_idle();
+      }
+      if (enqueued == previous) return;
+      previous = enqueued;
+    }
+  } catch (...) {
+    // Out of memory for a list of streams: exit goes on without the drain rather than terminate.
+  }
 }
 
 const Config& Runtime::config() const noexcept { return s_->config; }

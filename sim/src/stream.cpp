@@ -67,18 +67,19 @@ constexpr std::int64_t kSliceNs = 1'000'000;
 // Items (and queue nodes) preallocated per stream, so short bursts never allocate.
 constexpr std::size_t kInitialItems = 64;
 
-// The stream whose item the calling thread is running (to refuse a self-deadlocking synchronize).
+// The stream whose item the calling thread is running (to refuse a self-deadlocking synchronize, and
+// to let enqueues from device threads bypass the launch queue bound).
 thread_local const Stream* tl_running_stream = nullptr;
+
+bool on_device_thread() noexcept { return tl_running_stream != nullptr; }
 
 }  // namespace
 
 namespace detail {
-bool on_device_compute_thread() noexcept;  // device.cpp
+// For Note [Teardown at exit] (runtime.cpp): an exit() from a kernel or host callback must not wait for
+// the device work it is part of.
+bool running_device_work() noexcept { return on_device_thread(); }
 }  // namespace detail
-
-namespace {
-bool on_device_thread() noexcept { return tl_running_stream != nullptr || detail::on_device_compute_thread(); }
-}  // namespace
 
 struct Stream::State {
   Device* device;
@@ -186,8 +187,8 @@ WorkItem* Stream::acquire_item() {
 //  - event records and waits never wait: they are markers that hold no memory (the bound exists to
 //    stop queued work pinning memory), and callers such as a caching allocator record events while
 //    holding a lock that work on the device (a host callback freeing a block) also takes;
-//  - enqueues from a device thread (a kernel, a host callback, Device::execute's task, which may enqueue
-//    onto their own or any other stream) never wait: such a wait would hold one of the threads (or the
+//  - enqueues from a device thread (a kernel or a host callback, which may enqueue onto their own or
+//    any other stream) never wait: such a wait would hold one of the threads (or the
 //    very stream position) the drain needs, so they bypass the bound (a callback is rarely a flood);
 //  - the items ahead of a waiting producer only need the device to progress: every lower ticket is
 //    pushed (or about to be: a lower-ticket producer waits for fewer completions than we do, so the

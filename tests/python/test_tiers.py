@@ -21,3 +21,21 @@ def test_check_catches_a_sim_include_of_torch(tmp_path, monkeypatch):
     problems = []
     check_tiers.check_sim(problems)
     assert len(problems) == 2 and "torch/torch.h" in problems[0]
+
+
+def test_check_keeps_the_sim_support_helpers_out_of_the_library_and_bench_out_of_tests(tmp_path, monkeypatch):
+    from support import check_tiers
+    for folder in ("sim/src", "sim/support/include/openreg/sim", "tests/cpp/sim"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "sim" / "src" / "uses_support.cpp").write_text('#include "openreg/sim/support.h"\n')
+    (tmp_path / "sim" / "support" / "include" / "openreg" / "sim" / "support.h").write_text(
+        "#include <gtest/gtest.h>\n")
+    (tmp_path / "tests" / "cpp" / "sim" / "x_test.cpp").write_text('#include "../../../bench/sim/bench_util.h"\n')
+    monkeypatch.setattr(check_tiers, "ROOT", tmp_path)
+    problems = []
+    check_tiers.check_sim(problems)
+    check_tiers.check_cpp_tests(problems)
+    assert len(problems) == 3, problems
+    assert "sim/src/uses_support.cpp: the sim library includes" in problems[0]
+    assert "sim/support includes gtest/gtest.h" in problems[1]
+    assert "tests/cpp/sim/x_test.cpp: includes" in problems[2]

@@ -2,6 +2,9 @@
 
 Tiers, bottom to top: sim/ (no torch) <- backend/ (libtorch glue) <- python/csrc (bindings) and python/.
 * sim/ includes nothing above it: no torch, c10, ATen, pybind11, backend/, python/ or bench/ header.
+* The helpers that the sim's examples, benchmarks and tests share live in sim/support (header-only,
+  openreg/sim/support.h): the library (sim/src, sim/include) never includes them, they include no test
+  or benchmark framework, and tests/cpp includes nothing from bench/.
 * backend/ reaches the sim through its runtime boundary: only backend/OpenRegRuntime* include
   <openreg/sim/...>; the files in KNOWN_BACKEND_LEAKS are the leaks not fixed yet (the list may only
   shrink; an entry that no longer leaks is printed as a note so it gets removed).
@@ -25,7 +28,6 @@ KNOWN_BACKEND_LEAKS = {
     "backend/OpenRegDeviceCache.h",
     "backend/OpenRegGuard.h",
     "backend/OpenRegHooks.cpp",
-    "backend/OpenRegHostAllocator.cpp",
     "backend/OpenRegProfilerStubs.cpp",
     "backend/OpenRegStream.h",
     "backend/ops/Copy.cpp",
@@ -51,15 +53,26 @@ def includes(path: Path) -> list[tuple[str, str]]:
     return INCLUDE.findall(path.read_text(errors="replace"))
 
 
+SIM_SUPPORT_HEADER = "openreg/sim/support.h"
+TEST_FRAMEWORKS = re.compile(r"^(gtest|gmock|benchmark)/")
+
+
 def check_sim(problems: list[str]) -> None:
     sim = ROOT / "sim"
     for path in sources("sim", CPP_SUFFIXES):
+        name_of_file = rel(path)
+        in_library = name_of_file.startswith(("sim/src/", "sim/include/"))
         for kind, name in includes(path):
             if ABOVE_SIM.search(name):
                 problems.append(f"{rel(path)}: sim includes {name}, which is above the sim tier")
+            elif in_library and name == SIM_SUPPORT_HEADER:
+                problems.append(f"{rel(path)}: the sim library includes {name}, the helpers of its examples and tests")
+            elif name_of_file.startswith("sim/support/") and TEST_FRAMEWORKS.search(name):
+                problems.append(f"{rel(path)}: sim/support includes {name}; the examples link no test framework")
             elif kind == '"':
                 # A quoted include must resolve inside sim/ (next to the file or on sim's include paths).
-                candidates = [path.parent / name, sim / "include" / name, sim / "src" / name]
+                candidates = [path.parent / name, sim / "include" / name, sim / "src" / name,
+                              sim / "support" / "include" / name]
                 hit = next((c for c in candidates if c.exists()), None)
                 if hit is None or sim.resolve() not in hit.resolve().parents:
                     problems.append(f"{rel(path)}: sim includes \"{name}\" from outside sim/")
@@ -84,6 +97,13 @@ def check_bindings(problems: list[str]) -> None:
         for _, inc in includes(path):
             if inc.startswith("openreg/sim/"):
                 problems.append(f"{rel(path)}: the bindings include {inc}; go through the backend")
+
+
+def check_cpp_tests(problems: list[str]) -> None:
+    for path in sources("tests/cpp", CPP_SUFFIXES):
+        for _, inc in includes(path):
+            if inc.startswith("bench/") or "bench_util" in inc:
+                problems.append(f"{rel(path)}: includes {inc}; shared helpers live in sim/support or tests/")
 
 
 def check_test_imports(problems: list[str]) -> None:
@@ -131,6 +151,7 @@ def main() -> int:
     check_sim(problems)
     check_backend(problems)
     check_bindings(problems)
+    check_cpp_tests(problems)
     check_test_imports(problems)
     check_comment_paths(problems)
     for p in problems:

@@ -171,17 +171,6 @@ def memory_snapshot() -> list[dict[str, Any]]:
     return _snapshot()["segments"]
 
 
-def _format_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            return f"{value:.2f} {unit}"
-    raise AssertionError("unreachable")
-
-
 def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     """A human-readable table of ``device``'s allocator statistics in ``torch.cuda.memory_summary``'s
     layout (current, peak, total allocated and total freed; per pool unless ``abbreviated``)."""
@@ -189,7 +178,7 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     stats = memory_stats(idx)
 
     def fmt_bytes(n: int) -> str:
-        return _format_bytes(int(n))
+        return _C._format_bytes(max(int(n), 0))  # the sim's formatter (openreg/sim/error.h)
 
     def fmt_count(n: int) -> str:
         return str(int(n))

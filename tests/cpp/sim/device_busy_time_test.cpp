@@ -33,10 +33,13 @@ TEST(DeviceBusyTime, StartsAtZeroAndCountsTheTimeItemsRun) {
   // holds by construction (the items ran at least 6 ms on dev0's threads).
   EXPECT_TRUE(test::eventually([&] { return dev0.busy_time_ns() >= 6'000'000u; })) << dev0.busy_time_ns();
   EXPECT_EQ(dev1.busy_time_ns(), 0u);  // per device
-  // execute() tasks count too.
-  const std::uint64_t before = dev1.busy_time_ns();
-  dev1.execute([] { spin_for(std::chrono::milliseconds(2)); });
-  EXPECT_TRUE(test::eventually([&] { return dev1.busy_time_ns() >= before + 2'000'000u; }));
+  // Host callbacks count too, on their own device only.
+  const std::uint64_t dev0_before = dev0.busy_time_ns();
+  auto s1 = dev1.create_stream();
+  s1->host_callback("spin", [] { spin_for(std::chrono::milliseconds(2)); });
+  s1->synchronize();
+  EXPECT_TRUE(test::eventually([&] { return dev1.busy_time_ns() >= 2'000'000u; })) << dev1.busy_time_ns();
+  EXPECT_EQ(dev0.busy_time_ns(), dev0_before);
 }
 
 TEST(DeviceBusyTime, IsMonotonicUnderConcurrentWork) {

@@ -72,10 +72,13 @@ TEST(ElasticConcurrency, DevicesWaitingOnEachOtherNeverStarve) {
   const int n = cores() + 2;
   Runtime runtime(test::make_config(n, 1));
   std::atomic<int> deepest{-1};
+  // Device i's kernel launches onto device i + 1 and synchronizes it, holding its worker meanwhile.
   std::function<void(int)> hop = [&](int i) {
     if (i == n) return;
     deepest.store(i);
-    runtime.device(i).execute([&, i] { hop(i + 1); });
+    Stream& stream = *runtime.device(i).default_stream();
+    stream.launch("hop", [&, i] { hop(i + 1); });
+    stream.synchronize();
   };
   hop(0);
   EXPECT_EQ(deepest.load(), n - 1);

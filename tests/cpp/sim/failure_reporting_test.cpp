@@ -18,21 +18,9 @@ namespace openreg::sim {
 namespace {
 
 using test::Gate;
+using test::contains;
+using test::failure_of;
 using test::make_config;
-
-// The WorkFailed message fn() throws; a test failure if it throws none.
-std::string failure_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kWorkFailed);
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a WorkFailed error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 class FailureTest : public ::testing::TestWithParam<int> {
  protected:

@@ -22,20 +22,9 @@ namespace openreg::sim {
 namespace {
 
 using test::eventually;
+using test::contains;
+using test::failure_of;
 using test::make_config;
-
-std::string work_failure(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kWorkFailed);
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a WorkFailed error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 class HostRecordTest : public ::testing::TestWithParam<int> {
  protected:
@@ -117,10 +106,10 @@ TEST_P(HostRecordTest, FailureReachesEventAndEveryWaitingStream) {
   std::atomic<int> after{0};
   a->launch("after", [&] { after.fetch_add(1, std::memory_order_relaxed); });
   EXPECT_TRUE(rec->fail("allreduce failed: peer gone"));
-  EXPECT_TRUE(contains(work_failure([&] { a->synchronize(); }), "allreduce failed: peer gone"));
-  EXPECT_TRUE(contains(work_failure([&] { b->synchronize(); }), "allreduce failed: peer gone"));
+  EXPECT_TRUE(contains(failure_of([&] { a->synchronize(); }), "allreduce failed: peer gone"));
+  EXPECT_TRUE(contains(failure_of([&] { b->synchronize(); }), "allreduce failed: peer gone"));
   EXPECT_EQ(after.load(), 1);  // later work still runs, as after a failed kernel
-  EXPECT_TRUE(contains(work_failure([&] { e->synchronize(); }), "allreduce failed: peer gone"));
+  EXPECT_TRUE(contains(failure_of([&] { e->synchronize(); }), "allreduce failed: peer gone"));
   EXPECT_TRUE(e->query());  // reported once
   a->synchronize();         // taken: the stream keeps working
 }
@@ -132,7 +121,7 @@ TEST_P(HostRecordTest, DroppedRecordFailsInsteadOfHanging) {
     auto rec = e->record_on_host(0);
     s->wait(e);
   }
-  EXPECT_TRUE(contains(work_failure([&] { s->synchronize(); }), "abandoned"));
+  EXPECT_TRUE(contains(failure_of([&] { s->synchronize(); }), "abandoned"));
 }
 
 TEST_P(HostRecordTest, ConcurrentCompletersAndWaitersAllProceed) {

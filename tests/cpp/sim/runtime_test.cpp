@@ -1,5 +1,5 @@
 // Runtime and Device: lazy thread-safe start, invalid indices, device synchronize and its error
-// reporting, execute(), the global runtime.
+// reporting, where kernels run, the global runtime.
 
 #include "openreg/sim/runtime.h"
 
@@ -135,28 +135,22 @@ TEST_P(DeviceTest, RuntimeSynchronizeCoversAllStartedDevices) {
   EXPECT_NO_THROW(runtime.synchronize());
 }
 
-TEST_P(DeviceTest, ExecuteRunsOnTheDeviceThreadsAndPropagatesExceptions) {
+TEST_P(DeviceTest, KernelsRunOnTheDeviceArenaAndTheirParallelAlgorithmsToo) {
   Device& device = runtime.device(0);
   const auto caller = std::this_thread::get_id();
   std::thread::id ran_on;
   int concurrency = 0;
-  device.execute([&] {
+  std::atomic<int> sum{0};
+  device.default_stream()->launch("where", [&] {
     ran_on = std::this_thread::get_id();
     concurrency = tbb::this_task_arena::max_concurrency();
+    // An intra-op parallel kernel: its parallel algorithm uses the device's arena.
+    tbb::parallel_for(0, 1000, [&](int i) { sum.fetch_add(i); });
   });
+  device.default_stream()->synchronize();
   EXPECT_NE(ran_on, caller);
   EXPECT_EQ(concurrency, GetParam());
-  // A parallel algorithm inside uses the device's arena.
-  std::atomic<int> sum{0};
-  device.execute([&] { tbb::parallel_for(0, 1000, [&](int i) { sum.fetch_add(i); }); });
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
-  EXPECT_THROW(device.execute([] { throw std::invalid_argument("bad"); }), std::invalid_argument);
-  // From inside a kernel it runs inline instead of waiting for a thread that may not exist.
-  std::atomic<bool> nested{false};
-  device.default_stream()->launch("nested execute", [&] { device.execute([&] { nested = true; }); });
-  device.default_stream()->synchronize();
-  EXPECT_TRUE(nested.load());
-  EXPECT_EQ(code_of([&] { device.execute(Task{}); }), Errc::kInvalidArgument);
 }
 
 TEST_P(DeviceTest, DestroyingARuntimeWaitsForPendingWork) {

@@ -1,17 +1,19 @@
 #pragma once
-// Helpers shared by the sim tests: runtimes with explicit configs, and bounded waits that fail a test
-// instead of hanging it.
+// Helpers shared by the sim tests: bounded waits that fail a test instead of hanging it, and (from
+// openreg/sim/support.h, shared with the examples and benchmarks) runtimes with explicit configs.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "openreg/sim/config.h"
 #include "openreg/sim/error.h"
 #include "openreg/sim/runtime.h"
+#include "openreg/sim/support.h"
 
 namespace openreg::sim::test {
 
@@ -25,15 +27,7 @@ inline constexpr int kSanitizerDivisor = 1;
 // Generous: these bound hangs, they do not measure anything.
 inline constexpr auto kDeadline = std::chrono::seconds(20);
 
-inline Config make_config(int devices, int threads, std::uint64_t capacity = std::uint64_t{1} << 30,
-                          std::uint64_t bandwidth = kUnlimitedBandwidth) {
-  Config c;
-  c.device_count = devices;
-  c.compute_threads = threads;
-  c.memory_capacity = capacity;
-  c.copy_bandwidth = bandwidth;
-  return c;
-}
+using support::make_config;  // shared with the examples and benchmarks
 
 //! Spins (yielding) until pred() or the deadline; returns pred().
 template <typename Pred>
@@ -69,5 +63,19 @@ inline Errc code_of(const std::function<void()>& fn) {
   ADD_FAILURE() << "expected an openreg::sim::Error";
   return Errc::kConfig;
 }
+
+//! The message of the WorkFailed error that fn() throws; a test failure if it throws none or another.
+inline std::string failure_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kWorkFailed);
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a WorkFailed error";
+  return "";
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace openreg::sim::test

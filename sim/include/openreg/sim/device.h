@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "openreg/sim/memory.h"
-#include "openreg/sim/task.h"
 #include "openreg/sim/stream.h"
 #include "openreg/sim/export.h"
 
@@ -34,7 +33,7 @@ class OPENREG_SIM_API Device {
   std::uint64_t copy_bandwidth() const noexcept; //!< bytes/s per copy engine, or kUnlimitedBandwidth
   Runtime& runtime() const noexcept;             //!< the runtime that owns it
   //! Total time its compute threads have spent running its work (kernels, host callbacks, the
-  //! scheduling around them, execute() tasks), summed over threads, in ns since creation. Monotonic;
+  //! scheduling around them), summed over threads, in ns since creation. Monotonic;
   //! one relaxed atomic load. utilization over an interval = delta busy / (delta wall * compute_threads()).
   std::uint64_t busy_time_ns() const noexcept;
   DeviceMemory& memory() noexcept;               //!< its heap
@@ -53,10 +52,6 @@ class OPENREG_SIM_API Device {
   //! of its streams and throws one WorkFailed naming the first and counting the others.
   void synchronize();
 
-  //! Runs `fn` on this device's compute threads and waits for it (for intra-op parallel kernels that
-  //! must use the device's threads, not the caller's). Exceptions propagate.
-  void execute(Task fn);
-
   // --- implementation-defined below (constructor is for Runtime) ---
  private:
   friend class Runtime;
@@ -66,6 +61,9 @@ class OPENREG_SIM_API Device {
   Device(Runtime& runtime, int index);
   void schedule(Stream& stream);  // puts a stream that has work on its ready queue and wakes a worker
   bool has_ready_streams() const noexcept;  // some stream waits on the ready queue for a worker
+  // synchronize() without taking failures (destructor, Note [Teardown at exit] in runtime.cpp);
+  // returns the items ever enqueued on the device, counted before it waited.
+  std::uint64_t wait_idle();
   CopyEngine& copy_engine(bool inbound);  // host-to-device engine, or the one for all other copies
 
   std::unique_ptr<State> s_;

@@ -61,4 +61,8 @@ class OPENREG_SIM_API ConfigError : public Error {
   std::string variable_;
 };
 
+//! "512 B", "1.50 KiB", "2.00 GiB" (binary units, two decimals from KiB up): the sizes in the sim's
+//! messages, and the one byte formatter of the project (torch.openreg.memory_summary uses it too).
+OPENREG_SIM_API std::string format_bytes(std::uint64_t bytes);
+
 }  // namespace openreg::sim

@@ -23,7 +23,14 @@ class OPENREG_SIM_API Runtime {
 
   //! The process-wide runtime, configured from the environment on first call. A ConfigError is thrown
   //! on that call and again on every later call (the runtime never starts with a bad configuration).
+  //! Never destroyed; the first call registers drain_at_exit() with std::atexit (Note [Teardown at exit]).
   static Runtime& global();
+  //! Waits until the global runtime's devices have run all work queued on them, and the work that this
+  //! work queues meanwhile; failures stay on their streams (nobody is left to report them to).
+  //! What exit() runs (see global()); an interpreter calls it before it finalizes. Idempotent; does
+  //! nothing before global() built the runtime, in a forked child (the devices' threads stayed in the
+  //! parent) or on a device thread (an exit() from a kernel or host callback would wait for itself).
+  static void drain_at_exit() noexcept;
 
   const Config& config() const noexcept;  //!< resolved configuration
   int device_count() const noexcept;      //!< config().device_count
