@@ -66,7 +66,7 @@ struct Device::State {
   // another device's thread). The destructor waits for 0: dropping a reference is each one's last
   // touch of the device.
   std::atomic<std::int64_t> busy_refs{0};
-  // Accumulated time compute threads spent running this device's work (drain batches).
+  // Accumulated time compute threads spent running this device's kernels and host callbacks.
   std::atomic<std::uint64_t> busy_ns{0};
   // No slot reserved for host threads: they never run device work. Declared after what tasks touch.
   tbb::task_arena arena;
@@ -220,6 +220,11 @@ void Device::schedule(Stream& stream) {
   s_->submit_drain();
 }
 
+void Device::add_busy_time(std::uint64_t ns) noexcept {
+  // relaxed: a statistic; the item's completion (a release) publishes it to hosts that saw it complete.
+  s_->busy_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
 bool Device::has_ready_streams() const noexcept {
   // empty() is a snapshot: a stream pushed just after it only waits for the drainer's next check.
   return !s_->ready[static_cast<int>(StreamPriority::kHigh)].empty() ||
@@ -234,10 +239,7 @@ void Device::State::drain_one() {
          !ready[static_cast<int>(StreamPriority::kNormal)].pop(next)) {
     cpu_relax();
   }
-  const std::int64_t start = now_ns();
   next->drain();
-  // relaxed: a statistic; readers need no ordering with the work itself.
-  busy_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - start), std::memory_order_relaxed);
   busy_refs.fetch_sub(1, std::memory_order_release);  // last touch of the device
 }
 

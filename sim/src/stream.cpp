@@ -387,7 +387,7 @@ void trace_wait(const WorkItem& item, int device, StreamId stream) {
 
 void Stream::run_task(WorkItem* item) {
   const bool tracing = trace_enabled();
-  const std::int64_t start = tracing ? now_ns() : 0;
+  const std::int64_t start = now_ns();
   const Stream* outer = tl_running_stream;
   tl_running_stream = this;
   try {
@@ -398,8 +398,12 @@ void Stream::run_task(WorkItem* item) {
     s_->record_failure(item->name, "unknown exception");
   }
   tl_running_stream = outer;
-  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation,
-                                 item->enqueue_ns});
+  const std::int64_t end = now_ns();
+  // Counted before the item completes (finish() releases it), so a host that saw the item complete
+  // also sees its busy time (utilization() right after synchronize()).
+  s_->device->add_busy_time(static_cast<std::uint64_t>(end - start));
+  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, end, 0, item->correlation,
+                             item->enqueue_ns});
 }
 
 WorkItem* Stream::take_next() {
