@@ -60,6 +60,13 @@ OPENREG_BACKEND_API Mode mode();
 OPENREG_BACKEND_API std::size_t race_count();
 OPENREG_BACKEND_API std::vector<std::string> race_messages();
 
+//! Installed by the Python module (python/csrc/SanitizerBindings.cpp): whether the calling thread is
+//! running Python code, answered without the GIL. Threads for which it says no (the autograd engine's
+//! device threads, C++ threads) get no Python stack (Note [Issue contexts] in Sanitizer.cpp). Unset
+//! (a C++ program): no thread has one.
+using PythonFramesProbe = bool (*)();
+OPENREG_BACKEND_API void set_python_frames_probe(PythonFramesProbe probe);
+
 //! error_code of the torch.AcceleratorError (a RuntimeError) a race raises, and report mode's exit status.
 inline constexpr int kStreamRaceErrorCode = 66;
 

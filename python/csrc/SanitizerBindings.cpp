@@ -12,7 +12,22 @@
 
 namespace san = ::openreg::sanitizer;
 
+namespace {
+// Whether the calling thread is running Python: it has a thread state with a current frame. Read
+// without the GIL: a thread's frame stack is changed only by that thread, which is here, in C++.
+bool thread_runs_python() {
+  PyThreadState* ts = PyGILState_GetThisThreadState();
+  if (ts == nullptr) return false;
+#if PY_VERSION_HEX >= 0x030D0000
+  return ts->current_frame != nullptr;
+#else
+  return ts->cframe != nullptr && ts->cframe->current_frame != nullptr;
+#endif
+}
+}  // namespace
+
 void bind_sanitizer(pybind11::module_& m) {
+  san::set_python_frames_probe(&thread_runs_python);
   // mode: 1 raises at the racing op, 2 records every race and reports at exit. False when the process
   // already runs in another mode (modes are fixed once, like OPENREG_SANITIZER).
   m.def("_sanitizer_enable", torch::wrap_pybind_function([](int mode) {
