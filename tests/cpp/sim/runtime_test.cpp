@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <set>
 #include <stdexcept>
@@ -135,22 +136,53 @@ TEST_P(DeviceTest, RuntimeSynchronizeCoversAllStartedDevices) {
   EXPECT_NO_THROW(runtime.synchronize());
 }
 
-TEST_P(DeviceTest, KernelsRunOnTheDeviceArenaAndTheirParallelAlgorithmsToo) {
+TEST_P(DeviceTest, KernelsRunOnALaneAndTheirParallelAlgorithmsOnTheWholeDevice) {
   Device& device = runtime.device(0);
   const auto caller = std::this_thread::get_id();
   std::thread::id ran_on;
-  int concurrency = 0;
+  int lane_concurrency = 0;
+  int parallel_concurrency = 0;
   std::atomic<int> sum{0};
   device.default_stream()->launch("where", [&] {
     ran_on = std::this_thread::get_id();
-    concurrency = tbb::this_task_arena::max_concurrency();
-    // An intra-op parallel kernel: its parallel algorithm uses the device's arena.
-    tbb::parallel_for(0, 1000, [&](int i) { sum.fetch_add(i); });
+    // A kernel takes one compute unit (Note [Device lanes])...
+    lane_concurrency = tbb::this_task_arena::max_concurrency();
+    // ...and an intra-op parallel kernel's algorithm gets the device's whole concurrency.
+    device.parallel([&] {
+      parallel_concurrency = tbb::this_task_arena::max_concurrency();
+      tbb::parallel_for(0, 1000, [&](int i) { sum.fetch_add(i); });
+    });
   });
   device.default_stream()->synchronize();
   EXPECT_NE(ran_on, caller);
-  EXPECT_EQ(concurrency, GetParam());
+  EXPECT_EQ(lane_concurrency, 1);
+  EXPECT_EQ(parallel_concurrency, GetParam());
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+TEST(DeviceLanes, TwoStreamsOfOneDeviceRunOnTwoWorkersAtOnce) {
+  // Each kernel waits (bounded) until the other stream's kernel is running too: only possible if the
+  // two streams' drains went to different lanes and each got a worker.
+  Runtime runtime(make_config(1, 2));
+  Device& device = runtime.device(0);
+  auto a = device.create_stream();
+  auto b = device.create_stream();
+  std::atomic<int> running{0};
+  std::atomic<bool> met[2] = {false, false};
+  auto kernel = [&](int k) {
+    return [&, k] {
+      running.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (running.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      met[k] = running.load() >= 2;
+    };
+  };
+  a->launch("a", kernel(0));
+  b->launch("b", kernel(1));
+  a->synchronize();
+  b->synchronize();
+  EXPECT_TRUE(met[0].load());
+  EXPECT_TRUE(met[1].load());
 }
 
 TEST_P(DeviceTest, DestroyingARuntimeWaitsForPendingWork) {

@@ -1,9 +1,10 @@
 #pragma once
-// Device: one simulated accelerator. Owns a oneTBB task arena (its compute units), a memory heap with a
+// Device: one simulated accelerator. Owns oneTBB task arenas (its compute units), a memory heap with a
 // capacity, copy engines, a default stream and the streams created on it. Created lazily by Runtime.
 // Thread-safety: all members may be called from any thread concurrently.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "openreg/sim/memory.h"
@@ -29,7 +30,7 @@ class OPENREG_SIM_API Device {
   ~Device();  // waits for all work, stops the copy engines
 
   int index() const noexcept;                    //!< this device's index
-  int compute_threads() const noexcept;          //!< concurrency of its arena
+  int compute_threads() const noexcept;          //!< its compute units: how many kernels run at once
   std::uint64_t copy_bandwidth() const noexcept; //!< bytes/s per copy engine, or kUnlimitedBandwidth
   Runtime& runtime() const noexcept;             //!< the runtime that owns it
   //! Total time its compute threads have spent running its work (kernels, host callbacks, the
@@ -52,6 +53,12 @@ class OPENREG_SIM_API Device {
   //! of its streams and throws one WorkFailed naming the first and counting the others.
   void synchronize();
 
+  //! Runs `body` on the calling thread inside an arena of the device's whole concurrency, so that the
+  //! oneTBB parallel algorithms it calls (a kernel's tbb::parallel_for) use up to compute_threads()
+  //! threads. A kernel itself runs on one of the device's lanes, of concurrency 1 (Note [Device lanes]
+  //! in device.cpp), where such algorithms run serially. Returns when body does; exceptions propagate.
+  void parallel(const std::function<void()>& body);
+
   // --- implementation-defined below (constructor is for Runtime) ---
  private:
   friend class Runtime;
@@ -59,9 +66,11 @@ class OPENREG_SIM_API Device {
   friend class CopyEngine;
   struct State;
   Device(Runtime& runtime, int index);
-  void schedule(Stream& stream);  // puts a stream that has work on its ready queue and wakes a worker
+  //! Puts a stream that has work on its ready queue and wakes a worker; `yielding`: the caller is the
+  //! stream's drainer ending its slice (Note [Device lanes] in device.cpp).
+  void schedule(Stream& stream, bool yielding = false);
   bool has_ready_streams() const noexcept;
-  void add_busy_time(std::uint64_t ns) noexcept;  // a kernel or host callback of this device ran for ns  // some stream waits on the ready queue for a worker
+  void add_busy_time(std::uint64_t ns) noexcept;  // a kernel or host callback of this device ran for ns
   // synchronize() without taking failures (destructor, Note [Teardown at exit] in runtime.cpp);
   // returns the items ever enqueued on the device, counted before it waited.
   std::uint64_t wait_idle();
