@@ -2,6 +2,8 @@
 
 #include "backend/ops/OpCoverage.h"
 
+#include "backend/ops/engine/Arguments.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -52,12 +54,6 @@ bool is_sparse_layout(const c10::IValue& v) {
 // combination of types; out=: an empty tensor the kernel resizes). Random ops without a Generator
 // argument are not probed: they would draw from CPU's default generator.
 
-// The probe's warnings are noise (stand-in data). Installed by the probing call on its own thread, for
-// the duration of the call: a local of probe(), which no device thread ever sees (the objects device
-// threads touch are leaked instead, Note [Teardown at exit] in sim/src/runtime.cpp).
-struct SilentWarnings final : c10::WarningHandler {
-  void process(const c10::Warning&) override {}
-};
 
 void append_type(std::string& key, const at::Tensor& t) {
   key.push_back(t.defined() ? static_cast<char>(t.scalar_type()) : '\x7f');
@@ -145,8 +141,7 @@ enum class ProbeResult { kRuns, kRefused, kInconclusive };
 //! NotImplementedError.
 ProbeResult probe(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
                   std::string* refusal) {
-  SilentWarnings silent;
-  c10::WarningUtils::WarningHandlerGuard warnings(&silent);
+  c10::WarningUtils::WarningHandlerGuard warnings(silent_warning_handler());  // stand-in data: noise
   const auto& schema_args = op.schema().arguments();
   // Expanded stand-ins first (no memory); some kernels reject zero strides before they look at the
   // dtype, so a failure other than NotImplementedError is retried once on dense zeros.

@@ -25,12 +25,7 @@ c10::Storage make_standin_storage(const c10::Storage& real, AliasTarget target) 
     if (real.nbytes() > 0) std::memset(scratch.mutable_data(), 0, real.nbytes());
     return scratch;
   }
-  // Not resizable and no deleter: the bytes belong to the device allocator, and the engine has
-  // already given every output its final size, so a resize here would be our bug and must fail.
-  void* data = const_cast<void*>(real.data_ptr().get());
-  return c10::Storage(c10::Storage::use_byte_size_t(), real.nbytes(),
-                      c10::DataPtr(data, c10::Device(c10::kCPU)), /*allocator=*/nullptr,
-                      /*resizable=*/false);
+  return cpu_storage_over(const_cast<void*>(real.data_ptr().get()), real.nbytes());
 }
 
 at::Tensor make_standin(const at::Tensor& t, c10::Storage storage, AliasTarget target) {
@@ -62,6 +57,19 @@ const c10::Storage* AliasConverter::source_of(const c10::StorageImpl* standin) c
     if (s.unsafeGetStorageImpl() == standin) return &r;
   }
   return nullptr;
+}
+
+c10::WarningHandler* silent_warning_handler() {
+  struct Silent final : c10::WarningHandler {
+    void process(const c10::Warning&) override {}
+  };
+  static auto* handler = new Silent();
+  return handler;
+}
+
+c10::Storage cpu_storage_over(void* data, std::size_t nbytes) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(data, c10::Device(c10::kCPU)),
+                      /*allocator=*/nullptr, /*resizable=*/false);
 }
 
 at::Tensor cpu_alias_of(const at::Tensor& t) {

@@ -16,8 +16,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/Storage.h>
+#include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -47,6 +49,18 @@ class AliasConverter {
   // Few storages per op: a linear scan beats hashing.
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;  // (openreg, stand-in)
 };
+
+//! A warning handler that drops every warning, for kernels run on stand-ins or aliases whose warnings
+//! are noise or were already raised: the op coverage probe (stand-in data) and kernels on device
+//! threads (no Python frame to attach to; the shape pass raised the shape/type warnings on the
+//! caller's thread). Stateless and leaked, like every object device threads touch (they may run
+//! during static destruction), so any thread may install it at any time.
+c10::WarningHandler* silent_warning_handler();
+
+//! A CPU storage over `nbytes` of device memory at `data`, for the CPU aliases kernels run on: no
+//! deleter (the bytes belong to the device allocator, and the work item keeps them alive) and not
+//! resizable (every output already has its final size, so a resize would be our bug and must fail).
+c10::Storage cpu_storage_over(void* data, std::size_t nbytes);
 
 //! A CPU tensor over `t`'s device memory (no ownership; `t` must outlive it). For single tensors
 //! outside a converter, e.g. host-side copies into a freshly allocated output.

@@ -24,17 +24,6 @@ namespace {
 using c10::IValue;
 using torch::jit::Stack;
 
-// Warnings of kernels on device threads have no Python frame to attach to, and the shape pass already
-// raised the shape/type warnings on the caller's thread. Leaked, like every object device threads
-// touch (they may run during static destruction).
-struct SilentWarnings final : c10::WarningHandler {
-  void process(const c10::Warning&) override {}
-};
-SilentWarnings* silent_warnings() {
-  static auto* handler = new SilentWarnings();
-  return handler;
-}
-
 // Note [Work items hold CPU aliases, not tensors]
 // A work item needs the addresses of the device memory it touches, not ownership of it: a block freed
 // while the item is queued is reused only by later work on its own stream, or, when the program used
@@ -95,13 +84,7 @@ struct Recipes {
     c10::SmallVector<c10::Storage, 3> built(storages.size());
     for (const AliasRecipe& r : tensors) {
       c10::Storage& st = built[r.storage];
-      if (!st) {
-        // Not resizable and no deleter: the bytes belong to the device allocator, and every output
-        // already has its final size, so a resize here would be our bug and must fail.
-        const StorageRecipe& s = storages[r.storage];
-        st = c10::Storage(c10::Storage::use_byte_size_t(), s.nbytes, c10::DataPtr(s.data, c10::Device(c10::kCPU)),
-                          /*allocator=*/nullptr, /*resizable=*/false);
-      }
+      if (!st) st = cpu_storage_over(storages[r.storage].data, storages[r.storage].nbytes);
       auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(st), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                        r.dtype);
       impl->set_sizes_and_strides(r.sizes, r.strides, r.offset);
@@ -124,7 +107,7 @@ struct OpWorkItem {
 
   void operator()() {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    c10::WarningUtils::WarningHandlerGuard warnings(silent_warnings());
+    c10::WarningUtils::WarningHandlerGuard warnings(silent_warning_handler());
     if (recipes) recipes->build(values);
     const size_t n = plan->args.size();
     Stack stack(std::make_move_iterator(values.begin()), std::make_move_iterator(values.begin() + n));

@@ -18,6 +18,7 @@
 
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/ops/engine/OpEngine.h"
 #include "backend/sanitizer/Sanitizer.h"
@@ -98,10 +99,7 @@ at::Tensor cpu_alias(const void* data, c10::IntArrayRef sizes, c10::ScalarType d
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
   const auto nbytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
-  c10::Storage st(c10::Storage::use_byte_size_t(), nbytes,
-                  c10::DataPtr(const_cast<void*>(data), c10::Device(c10::kCPU)), /*allocator=*/nullptr,
-                  /*resizable=*/false);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(st), c10::DispatchKeySet(c10::DispatchKey::CPU),
+  auto impl = c10::make_intrusive<c10::TensorImpl>(cpu_storage_over(const_cast<void*>(data), nbytes), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                    c10::scalarTypeToTypeMeta(dtype));
   impl->set_sizes_contiguous(sizes);
   return at::Tensor(std::move(impl));
