@@ -60,16 +60,17 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // single busy stream (one drain task) still pulled the second worker into the arena at every enqueue
 // (a stream waking, a slice ending), where it spun looking for work on the core the kernel's OpenMP
 // team and the issuing host thread needed: a loop of 1M-float adds ran at 150 us per op in some
-// batches and 250-400 us in others. A lane asks for one worker per queued drain task, so the second
-// core is woken only for a second ready stream. Tasks go to the lane with the fewest queued drain
-// tasks, so two ready streams run side by side; a drainer that yields at the end of its slice
-// (Note [Drain slices]) counts its own task as gone and re-queues on its own lane when that is among
-// the least loaded, so a lone stream keeps its worker instead of waking another. A kernel that runs
-// oneTBB parallel algorithms of its own enters the device's whole concurrency through Device::parallel
-// (the backend's kernels parallelize with OpenMP instead, sized by IntraOpThreadsScope).
-// Measured (loop of 100 adds of 1M floats, 9 alternating runs each, 2 cores): one arena 179 us median
-// per op, lanes 154 us; the same loop alternating with CPU-eager batches in one process, openreg / CPU
-// 1.68x -> 1.32x; small ops and two streams unchanged.
+// batches and 250-400 us in others. A lane asks for one worker per queued drain task. Tasks go to the
+// lane with the fewest queued or running drain tasks, so two ready streams run side by side. A kernel
+// that runs oneTBB parallel algorithms of its own enters the device's whole concurrency through
+// Device::parallel (the backend's kernels parallelize with OpenMP instead, sized by
+// IntraOpThreadsScope).
+// Measured on 2 cores: a loop of 100 adds of 1M floats, 9 alternating runs each, one arena 179 us
+// median per op, lanes 154 us; default_config_bench's small op / 1M loop / CPU slowdown, three
+// alternating runs each: one arena 0.97-1.70x / 1.25-1.91x / 1.15-1.57x, lanes 0.87-0.97x /
+// 0.86-1.00x / 1.00-1.80x. Sending a stream back to the lane that drained it last (to keep one worker
+// warm) measured worse: 1M loop 1.17-1.51x against 0.73-1.31x, two streams 1.42-1.62x against
+// 1.59-1.64x.
 
 struct Device::State {
   Runtime* runtime = nullptr;
@@ -112,9 +113,8 @@ struct Device::State {
   // An arena task that takes the most urgent ready stream and drains it. One task per ready-queue
   // push, so every pushed stream is taken by exactly one task; it need not be the one pushed with
   // it (that is what priorities mean).
-  // `yielding`: the caller is a drainer of this device about to end its task (Note [Device lanes]).
-  void submit_drain(bool yielding) {
-    Lane* lane = pick_lane(yielding);
+  void submit_drain() {
+    Lane* lane = least_loaded_lane();
     lane->tasks.fetch_add(1, std::memory_order_relaxed);
     busy_refs.fetch_add(2, std::memory_order_relaxed);  // relaxed: only its final 0 matters
     tsan_task_submit();  // see Note [TSAN and oneTBB]
@@ -124,23 +124,19 @@ struct Device::State {
     });
     busy_refs.fetch_sub(1, std::memory_order_release);  // pairs with the destructor's acquire
   }
-  Lane* pick_lane(bool yielding) const {
-    const Lane* own = yielding ? tl_lane : nullptr;
-    Lane* best = nullptr;
-    int least = 0;
-    for (const auto& lane : lanes) {
-      int load = lane->tasks.load(std::memory_order_relaxed);
-      if (lane.get() == own) --load;  // the caller's task ends right after this
-      if (best == nullptr || load < least || (load == least && lane.get() == own)) {
-        best = lane.get();
+  Lane* least_loaded_lane() const {
+    Lane* best = lanes.front().get();
+    int least = best->tasks.load(std::memory_order_relaxed);
+    for (std::size_t i = 1; i < lanes.size() && least > 0; ++i) {
+      const int load = lanes[i]->tasks.load(std::memory_order_relaxed);
+      if (load < least) {
+        best = lanes[i].get();
         least = load;
       }
     }
     return best;
   }
   void drain_one(Lane& lane);
-  // The lane whose drain task the calling thread runs (null elsewhere).
-  static thread_local Lane* tl_lane;
   std::vector<std::shared_ptr<Stream>> all_streams() const;  // the default stream first
 };
 
@@ -266,12 +262,10 @@ void Device::synchronize() {
   throw Error(Errc::kWorkFailed, first);
 }
 
-thread_local Device::State::Lane* Device::State::tl_lane = nullptr;
-
-void Device::schedule(Stream& stream, bool yielding) {
+void Device::schedule(Stream& stream) {
   const bool pushed = s_->ready[static_cast<int>(stream.priority())].push(&stream);
   OPENREG_SIM_ASSERT(pushed, "ready queue push failed");
-  s_->submit_drain(yielding);
+  s_->submit_drain();
 }
 
 void Device::parallel(const std::function<void()>& body) { s_->compute.execute(body); }
@@ -295,9 +289,7 @@ void Device::State::drain_one(Lane& lane) {
          !ready[static_cast<int>(StreamPriority::kNormal)].pop(next)) {
     cpu_relax();
   }
-  Lane* const outer = std::exchange(tl_lane, &lane);  // restored: a drain never nests, but be exact
   next->drain();
-  tl_lane = outer;
   lane.tasks.fetch_sub(1, std::memory_order_relaxed);
   busy_refs.fetch_sub(1, std::memory_order_release);  // last touch of the device
 }

@@ -477,7 +477,7 @@ void Stream::drain() {
     }
     if (s_->device->has_ready_streams() || now_ns() - start >= kSliceNs) break;
   }
-  s_->device->schedule(*this, /*yielding=*/true);  // still the owner: to the back of the ready queue
+  s_->device->schedule(*this);  // still the owner: go to the back of the device's ready queue
 }
 
 // Note [Dispatching off the device]

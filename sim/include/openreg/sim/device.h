@@ -66,9 +66,7 @@ class OPENREG_SIM_API Device {
   friend class CopyEngine;
   struct State;
   Device(Runtime& runtime, int index);
-  //! Puts a stream that has work on its ready queue and wakes a worker; `yielding`: the caller is the
-  //! stream's drainer ending its slice (Note [Device lanes] in device.cpp).
-  void schedule(Stream& stream, bool yielding = false);
+  void schedule(Stream& stream);  // puts a stream that has work on its ready queue and wakes a worker
   bool has_ready_streams() const noexcept;
   void add_busy_time(std::uint64_t ns) noexcept;  // a kernel or host callback of this device ran for ns
   // synchronize() without taking failures (destructor, Note [Teardown at exit] in runtime.cpp);
