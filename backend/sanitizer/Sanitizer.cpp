@@ -1,11 +1,11 @@
 #include "backend/sanitizer/Sanitizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
-#include <algorithm>
 #include <thread>
 
 #include <c10/util/Exception.h>

@@ -99,7 +99,8 @@ at::Tensor cpu_alias(const void* data, c10::IntArrayRef sizes, c10::ScalarType d
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
   const auto nbytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(cpu_storage_over(const_cast<void*>(data), nbytes), c10::DispatchKeySet(c10::DispatchKey::CPU),
+  auto impl = c10::make_intrusive<c10::TensorImpl>(cpu_storage_over(const_cast<void*>(data), nbytes),
+                                                   c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                    c10::scalarTypeToTypeMeta(dtype));
   impl->set_sizes_contiguous(sizes);
   return at::Tensor(std::move(impl));

@@ -67,7 +67,7 @@ class OPENREG_SIM_API Device {
   struct State;
   Device(Runtime& runtime, int index);
   void schedule(Stream& stream);  // puts a stream that has work on its ready queue and wakes a worker
-  bool has_ready_streams() const noexcept;
+  bool has_ready_streams() const noexcept;  // some stream waits on the ready queue for a worker
   void add_busy_time(std::uint64_t ns) noexcept;  // a kernel or host callback of this device ran for ns
   // synchronize() without taking failures (destructor, Note [Teardown at exit] in runtime.cpp);
   // returns the items ever enqueued on the device, counted before it waited.
