@@ -9,16 +9,49 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 
 namespace at::openreg {
 namespace {
 
 
-// Kernels currently running, per device and on all devices together. Relaxed: the counts only size
+// Kernels currently running, per device. Relaxed: the counts only size
 // thread shares, they order no memory, and a momentarily stale value merely gives one kernel a
 // slightly different share.
 std::atomic<int> g_running[c10::openreg::kMaxDevices];
-std::atomic<int> g_running_all{0};
+
+// Note [Devices that share the cores]
+// When the last kernel of each device ended (steady clock, ns; 0: never). A kernel sized only from the
+// kernels running at its start took every core whenever the other device happened to be between two
+// kernels; in a data-parallel step that is most of the time at some instant, so each device's kernels
+// kept switching between one thread and a team of all cores, and a team that started while the other
+// device's next kernel arrived ran a core short: one OpenMP thread preempted by the other device's
+// kernel holds up its whole team at the next barrier. So a device whose kernels ran within the last
+// kSharingWindow counts as sharing the machine even between its kernels. A program that uses one
+// device never marks another, so its kernels keep the whole machine. Relaxed, as the counts above.
+std::atomic<std::int64_t> g_last_end_ns[c10::openreg::kMaxDevices];
+constexpr std::int64_t kSharingWindowNs = 2'000'000;
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The kernels that share the machine with one starting on `device` (itself included): each running
+// kernel, and one for every other device that ran a kernel within the sharing window.
+int machine_sharers(int device) noexcept {
+  const int devices = c10::openreg::device_count();
+  const std::int64_t now = now_ns();
+  int sharers = g_running[device].load(std::memory_order_relaxed);
+  for (int d = 0; d < devices; ++d) {
+    if (d == device) continue;
+    const int running = g_running[d].load(std::memory_order_relaxed);
+    const std::int64_t last = g_last_end_ns[d].load(std::memory_order_relaxed);
+    sharers += running > 0 ? running : (last != 0 && now - last < kSharingWindowNs ? 1 : 0);
+  }
+  return std::max(sharers, 1);
+}
 
 // The cores this process may run on: what all devices' kernels share (Note [Elastic device
 // concurrency] in sim/src/device.cpp: the arenas share one worker pool of that size).
@@ -95,15 +128,15 @@ void set_thread_count(int n) {
 IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads)
     : device_(device >= 0 && device < c10::openreg::kMaxDevices ? device : 0) {
   const int running = g_running[device_].fetch_add(1, std::memory_order_relaxed) + 1;
-  const int running_all = g_running_all.fetch_add(1, std::memory_order_relaxed) + 1;
-  // The device's cap split between its running kernels, and the machine split between all devices'
-  // running kernels: the arenas share the cores elastically, so a device's cap is not its own.
-  threads_ = std::max(1, std::min(compute_threads / running, machine_cores() / running_all));
+  // The device's cap split between its running kernels, and the machine split between the kernels and
+  // devices that share it (Note [Devices that share the cores]): the arenas share the cores
+  // elastically, so a device's cap is not its own.
+  threads_ = std::max(1, std::min(compute_threads / running, machine_cores() / machine_sharers(device_)));
   set_thread_count(threads_);
 }
 
 IntraOpThreadsScope::~IntraOpThreadsScope() {
-  g_running_all.fetch_sub(1, std::memory_order_relaxed);
+  g_last_end_ns[device_].store(now_ns(), std::memory_order_relaxed);
   g_running[device_].fetch_sub(1, std::memory_order_relaxed);
 }
 

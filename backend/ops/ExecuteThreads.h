@@ -8,9 +8,12 @@
 // nthreads ICV of the calling thread), and MKL likewise has a per-thread setting. A kernel that runs
 // alone may use all the device's compute threads (all cores by default); kernels running at once split
 // them, on one device (its cap) and across devices (the machine's cores, which all devices' arenas
-// share: Note [Elastic device concurrency]), so kernels together never oversubscribe the machine.
+// share: Note [Elastic device concurrency]), so kernels together never oversubscribe the machine. A
+// device whose last kernel ended less than a sharing window ago still counts as sharing the machine
+// (Note [Devices that share the cores] in ExecuteThreads.cpp).
 //
-// Thread-safety: each scope touches only the calling thread's settings and an atomic counter per device.
+// Thread-safety: each scope touches only the calling thread's settings and, per device, an atomic
+// counter and the atomic time its last kernel ended.
 
 namespace at::openreg {
 
