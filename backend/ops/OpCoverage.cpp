@@ -184,8 +184,9 @@ bool probe_eligible(const OpPlan& plan) {
   return true;
 }
 
-void check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
-  if (!probe_eligible(plan)) return;
+//! Whether the types' outcome is decided (see check_op_coverage).
+bool check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  if (!probe_eligible(plan)) return true;
   // An inconclusive probe (the stand-ins' zeros or these sizes failed first) is retried on later calls,
   // a few times: an op whose probe can never conclude must not pay for one on every call.
   constexpr int kMaxInconclusive = 3;
@@ -197,7 +198,7 @@ void check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c
   // Per thread, so no lock; an entry per (op, argument types) seen, a few thousand at most.
   thread_local std::unordered_map<std::string, Known> known;
   thread_local std::string key;
-  if (!type_key(op, plan, args, key)) return;
+  if (!type_key(op, plan, args, key)) return true;  // types it cannot name are never probed
   Known& k = known[key];
   if (!k.decided) {
     switch (probe(op, plan, args, &k.refusal)) {
@@ -215,11 +216,12 @@ void check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c
   }
   TORCH_CHECK_NOT_IMPLEMENTED(k.refusal.empty(), "Could not run '", plan.name, "' on openreg with these argument ",
                               "types: its CPU kernel, which openreg runs, says: ", k.refusal);
+  return k.decided;
 }
 
 }  // namespace
 
-void check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+bool check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   switch (plan.coverage) {
     case Coverage::kRuns:
       break;
@@ -236,7 +238,7 @@ void check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::A
     if (plan.args[i].scalar_type && is_quantized_dtype(args[i])) refuse_quantized(plan.name);
     if (plan.args[i].layout && is_sparse_layout(args[i])) refuse_sparse_op(plan.name);
   }
-  check_kernel_for_types(op, plan, args);
+  return check_kernel_for_types(op, plan, args);
 }
 
 namespace {

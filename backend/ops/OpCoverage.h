@@ -19,7 +19,8 @@
 
 namespace at::openreg {
 
-//! Raises NotImplementedError when the engine cannot run `op` on these arguments; returns otherwise.
-void check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args);
+//! Raises NotImplementedError when the engine cannot run `op` on these arguments. Otherwise returns
+//! whether that is decided for their types (false: a later call with the same types probes again).
+bool check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args);
 
 }  // namespace at::openreg

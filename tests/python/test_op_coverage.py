@@ -58,6 +58,17 @@ def test_dtype_refusal_is_not_cached_from_empty_inputs():
     _assert_nothing_failed_later()
 
 
+def test_refusal_repeats_while_the_same_op_on_other_types_is_served_from_the_cache():
+    # Note [A cached signature was covered]: a call whose signature the shape-pass cache holds skips
+    # the coverage check; a refused combination of types is never cached, so it is refused every time.
+    x = torch.randn(4, device="openreg")
+    for _ in range(3):
+        torch.testing.assert_close(torch.special.bessel_j0(x).cpu(), torch.special.bessel_j0(x.cpu()))
+        with pytest.raises(NotImplementedError, match="Half"):
+            torch.special.bessel_j0(x.half())
+    _assert_nothing_failed_later()
+
+
 def test_refusal_leaves_the_device_working():
     x = torch.randn(4, device="openreg")
     with pytest.raises(NotImplementedError):

@@ -63,8 +63,10 @@ struct AliasRecipe {
 };
 
 struct Recipes {
-  c10::SmallVector<StorageRecipe, 3> storages;
-  c10::SmallVector<AliasRecipe, 3> tensors;
+  // Inline room for the usual op (addcmul_out: four tensors over up to four storages): a recipe that
+  // outgrew it moved every recipe's sizes and strides to the heap on the calling thread.
+  c10::SmallVector<StorageRecipe, 4> storages;
+  c10::SmallVector<AliasRecipe, 6> tensors;
 
   //! Records `t` (an openreg tensor) to become values[value].
   void add(const at::Tensor& t, std::uint32_t value) {
@@ -74,9 +76,15 @@ struct Recipes {
     if (slot == storages.size()) {
       storages.push_back({source, const_cast<void*>(t.storage().data_ptr().get()), t.storage().nbytes()});
     }
-    tensors.push_back({value, static_cast<std::uint8_t>(slot), t.is_conj(), t.is_neg(), t.dtype(),
-                       t.storage_offset(), c10::SmallVector<std::int64_t, 5>(t.sizes().begin(), t.sizes().end()),
-                       c10::SmallVector<std::int64_t, 5>(t.strides().begin(), t.strides().end())});
+    AliasRecipe& r = tensors.emplace_back();  // filled in place: no move of its sizes and strides
+    r.value = value;
+    r.storage = static_cast<std::uint8_t>(slot);
+    r.conj = t.is_conj();
+    r.neg = t.is_neg();
+    r.dtype = t.dtype();
+    r.offset = t.storage_offset();
+    r.sizes.assign(t.sizes().begin(), t.sizes().end());
+    r.strides.assign(t.strides().begin(), t.strides().end());
   }
 
   //! Builds the aliases into `values` (on the device thread).
@@ -171,12 +179,13 @@ bool device_tensors_in_lists(const OpPlan& plan, c10::ArrayRef<IValue> args) {
 
 }  // namespace
 
-bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, c10::DeviceIndex device) {
+bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, c10::DeviceIndex device,
+               ShapeLookup& shapes) {
   const size_t n = plan.args.size();
   auto args = torch::jit::last(*stack, n);
 
   std::optional<MetaOutcome> computed;
-  const MetaOutcome* geometry = output_geometry(op, plan, args, computed);
+  const MetaOutcome* geometry = output_geometry(op, plan, args, shapes, computed);
   if (geometry == nullptr) return false;
   const MetaOutcome& outcome = *geometry;
 

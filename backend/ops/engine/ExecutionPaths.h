@@ -8,14 +8,17 @@
 // Thread-safety: callable from any host thread.
 
 #include "backend/ops/engine/OpPlan.h"
+#include "backend/ops/engine/ShapePass.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
 namespace at::openreg {
 
-//! Enqueues the call; false (stack untouched) when the shape pass failed and the sync path must run it.
-bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Stack* stack, c10::DeviceIndex device);
+//! Enqueues the call (`shapes`: its arguments' signature, looked up at the call's start); false (stack
+//! untouched) when the shape pass failed and the sync path must run it.
+bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Stack* stack, c10::DeviceIndex device,
+               ShapeLookup& shapes);
 
 //! Runs the call on the calling thread after the device's current stream drained.
 void run_sync(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Stack* stack, c10::DeviceIndex device);

@@ -127,13 +127,21 @@ void openreg_fallback(const c10::OperatorHandle& op, Stack* stack) { execute_op(
 
 }  // namespace
 
+// Note [A cached signature was covered]
+// The shape-pass cache keys an outcome by a signature that holds everything the coverage check's key
+// holds (the op, each tensor's dtype and device type, every int, string and scalar), and an outcome is
+// stored only after this thread's coverage check decided that those types run. So a call whose
+// signature hits the cache skips the check (its key, a string of the argument types, and a hash
+// lookup: about 1,200 instructions of a 20,000-instruction general-path call), and a call whose check
+// is not decided yet (probed again next time) does not store its outcome.
 void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const OpPlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
-  check_op_coverage(op, plan, args);  // before anything is queued
+  ShapeLookup shapes(plan, args);
+  if (shapes.hit() == nullptr && !check_op_coverage(op, plan, args)) shapes.do_not_store();  // before anything is queued
   const c10::DeviceIndex device = device_of_op(plan, args);
   ::openreg::sanitizer::on_op(plan, args);  // raises a race before anything is queued
-  if (!takes_sync_path(plan, args) && run_async(op, plan, stack, device)) {
+  if (!takes_sync_path(plan, args) && run_async(op, plan, stack, device, shapes)) {
     ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
     return;
   }

@@ -123,18 +123,35 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
 
 }  // namespace
 
-const MetaOutcome* output_geometry(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
-                                   std::optional<MetaOutcome>& computed) {
-  thread_local MetaSignature signature;  // reused: its buffers keep their capacity
-  const bool cacheable = signature.build(plan, args);
-  if (cacheable) {
-    if (const MetaOutcome* cached = find_meta_outcome(signature)) return cached;
+namespace {
+thread_local bool tl_signature_in_use = false;  // the thread's reusable signature belongs to a lookup
+}  // namespace
+
+ShapeLookup::ShapeLookup(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  thread_local MetaSignature reused;  // its buffers keep their capacity from call to call
+  if (tl_signature_in_use) {
+    owned_ = std::make_unique<MetaSignature>();
+    signature_ = owned_.get();
+  } else {
+    tl_signature_in_use = true;
+    signature_ = &reused;
   }
+  cacheable_ = signature_->build(plan, args);
+  if (cacheable_) hit_ = find_meta_outcome(*signature_);
+}
+
+ShapeLookup::~ShapeLookup() {
+  if (!owned_) tl_signature_in_use = false;
+}
+
+const MetaOutcome* output_geometry(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
+                                   ShapeLookup& lookup, std::optional<MetaOutcome>& computed) {
+  if (lookup.hit_ != nullptr) return lookup.hit_;
   bool resized = false;
   computed = run_shape_pass(op, plan, args, &resized);
   if (!computed) return nullptr;
   // A resizing call changes its own signature (the out= tensor's shape): nothing to reuse.
-  if (cacheable && !resized) store_meta_outcome(signature, *computed);
+  if (lookup.cacheable_ && lookup.may_store_ && !resized) store_meta_outcome(*lookup.signature_, *computed);
   return &*computed;
 }
 
