@@ -138,7 +138,8 @@ void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   const OpPlan& plan = plan_for(op);
   auto args = torch::jit::last(*stack, plan.args.size());
   ShapeLookup shapes(plan, args);
-  if (shapes.hit() == nullptr && !check_op_coverage(op, plan, args)) shapes.do_not_store();  // before anything is queued
+  // The coverage check comes before anything is queued.
+  if (shapes.hit() == nullptr && !check_op_coverage(op, plan, args)) shapes.do_not_store();
   const c10::DeviceIndex device = device_of_op(plan, args);
   ::openreg::sanitizer::on_op(plan, args);  // raises a race before anything is queued
   if (!takes_sync_path(plan, args) && run_async(op, plan, stack, device, shapes)) {

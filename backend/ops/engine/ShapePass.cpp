@@ -133,11 +133,11 @@ ShapeLookup::ShapeLookup(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
     owned_ = std::make_unique<MetaSignature>();
     signature_ = owned_.get();
   } else {
-    tl_signature_in_use = true;
     signature_ = &reused;
   }
   cacheable_ = signature_->build(plan, args);
   if (cacheable_) hit_ = find_meta_outcome(*signature_);
+  if (!owned_) tl_signature_in_use = true;  // last: a build that throws leaves no lookup holding it
 }
 
 ShapeLookup::~ShapeLookup() {

@@ -29,7 +29,9 @@ class ShapeLookup {
   ShapeLookup(const ShapeLookup&) = delete;
   ShapeLookup& operator=(const ShapeLookup&) = delete;
 
-  //! The cached outcome of these arguments' signature, or nullptr.
+  //! The cached outcome of these arguments' signature, or nullptr. It points into the thread's cache,
+  //! which only this thread changes, when it stores an outcome (no op runs between the lookup and
+  //! the outcome's use in run_async).
   const MetaOutcome* hit() const noexcept { return hit_; }
   //! Forbids caching what the shape pass computes for this call.
   void do_not_store() noexcept { may_store_ = false; }
