@@ -125,43 +125,6 @@ c10::DeviceIndex device_of_op(const OpPlan& plan, c10::ArrayRef<c10::IValue> arg
 
 void openreg_fallback(const c10::OperatorHandle& op, Stack* stack) { execute_op(op, stack); }
 
-// Note [Foreach ops run as one work item]
-// aten's _foreach_* ops have no CPU kernel, only a CompositeExplicitAutograd one: a loop of the
-// per-tensor op. Reached through it, an optimizer step over N parameters issued N ops (or 2N, 3N) on
-// the calling thread, each through dispatch and the engine. CUDA runs each foreach call as one
-// multi-tensor kernel, and so does openreg for the common case: a call whose tensors are all on one
-// openreg device (optimizers group their tensors by device) goes to the engine as ONE op, whose work
-// item runs CPU's loop on the device thread. A call whose lists span devices or mix in CPU tensors
-// other than 0-dim scalars takes the per-tensor loop, as CUDA's foreach falls back to its slow path.
-bool on_one_openreg_device(const OpPlan& plan, c10::ArrayRef<IValue> args) {
-  std::optional<c10::Device> device;
-  auto fits = [&](const at::Tensor& t, bool list_element) {
-    if (!t.defined()) return true;
-    if (t.device().type() != kOpenReg) return !list_element && t.is_cpu() && t.dim() == 0;
-    if (!device) device = t.device();
-    return *device == t.device();
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const auto kind = plan.args[i].kind;
-    if (kind == ArgKind::kTensor && args[i].isTensor() && !fits(args[i].toTensor(), false)) return false;
-    if ((kind == ArgKind::kTensorList || kind == ArgKind::kOptionalTensorList) && args[i].isList()) {
-      for (const auto& e : args[i].toListRef()) {
-        if (e.isTensor() && !fits(e.toTensor(), true)) return false;
-      }
-    }
-  }
-  return device.has_value();
-}
-
-void foreach_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
-  const OpPlan& plan = plan_for(op);
-  if (on_one_openreg_device(plan, torch::jit::last(*stack, plan.args.size()))) {
-    execute_op(op, stack);
-    return;
-  }
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CompositeExplicitAutograd), stack);
-}
-
 }  // namespace
 
 // Note [A cached signature was covered]
@@ -194,16 +157,6 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (std::string_view name : ops_run_functionally()) {
     m.impl(std::string(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&openreg_fallback>());
-  }
-  // Note [Foreach ops run as one work item]: every aten::_foreach_* overload whose kernel for all
-  // backends is the per-tensor loop (libtorch_cpu, loaded before us, registered them all).
-  constexpr std::string_view kForeach = "aten::_foreach_";
-  for (const c10::OperatorName& name :
-       c10::Dispatcher::singleton().getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
-    if (name.name.compare(0, kForeach.size(), kForeach) != 0) continue;
-    std::string impl = name.name.substr(std::string_view("aten::").size());
-    if (!name.overload_name.empty()) impl += "." + name.overload_name;
-    m.impl(impl.c_str(), torch::CppFunction::makeFromBoxedFunction<&foreach_kernel>());
   }
 }
 
