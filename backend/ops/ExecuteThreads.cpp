@@ -38,17 +38,18 @@ std::int64_t now_ns() noexcept {
       .count();
 }
 
-// The kernels that share the machine with one starting on `device` (itself included): each running
-// kernel, and one for every other device that ran a kernel within the sharing window.
-int machine_sharers(int device) noexcept {
+// The kernels that share the machine with one starting on `device`, where `running` kernels run now
+// (itself included): those, each kernel running on another device, and one for every other device
+// that ran a kernel within the sharing window.
+int machine_sharers(int device, int running) noexcept {
   const int devices = c10::openreg::device_count();
   const std::int64_t now = now_ns();
-  int sharers = g_running[device].load(std::memory_order_relaxed);
+  int sharers = running;
   for (int d = 0; d < devices; ++d) {
     if (d == device) continue;
-    const int running = g_running[d].load(std::memory_order_relaxed);
+    const int others = g_running[d].load(std::memory_order_relaxed);
     const std::int64_t last = g_last_end_ns[d].load(std::memory_order_relaxed);
-    sharers += running > 0 ? running : (last != 0 && now - last < kSharingWindowNs ? 1 : 0);
+    sharers += others > 0 ? others : (last != 0 && now - last < kSharingWindowNs ? 1 : 0);
   }
   return std::max(sharers, 1);
 }
@@ -131,7 +132,7 @@ IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads)
   // The device's cap split between its running kernels, and the machine split between the kernels and
   // devices that share it (Note [Devices that share the cores]): the arenas share the cores
   // elastically, so a device's cap is not its own.
-  threads_ = std::max(1, std::min(compute_threads / running, machine_cores() / machine_sharers(device_)));
+  threads_ = std::max(1, std::min(compute_threads / running, machine_cores() / machine_sharers(device_, running)));
   set_thread_count(threads_);
 }
 
