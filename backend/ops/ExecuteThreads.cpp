@@ -76,12 +76,14 @@ using SetLocalThreadsFn = int (*)(int);
 // was built without them; then kernels keep ATen's setting.
 // omp_pause_resource_all(omp_pause_soft): the calling thread's OpenMP team threads exit.
 using PauseFn = int (*)(int);
+using GetThreadsFn = int (*)();
 constexpr int kOmpPauseSoft = 1;
 
 struct ThreadSetters {
   SetThreadsFn omp = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
   SetLocalThreadsFn mkl_local = reinterpret_cast<SetLocalThreadsFn>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
   PauseFn omp_pause = reinterpret_cast<PauseFn>(dlsym(RTLD_DEFAULT, "omp_pause_resource_all"));
+  GetThreadsFn omp_get = reinterpret_cast<GetThreadsFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
 };
 
 const ThreadSetters& setters() {
@@ -134,6 +136,26 @@ IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads)
   // elastically, so a device's cap is not its own.
   threads_ = std::max(1, std::min(compute_threads / running, machine_cores() / machine_sharers(device_, running)));
   set_thread_count(threads_);
+}
+
+// Note [Host threads open no OpenMP teams]
+// The host runs CPU kernels on stand-ins to learn about an op: the coverage probe (OpCoverage.cpp)
+// and the shape pass on scratch data (ShapePass.cpp). Run with the thread's usual OpenMP count, a
+// probe on a large tensor opened a team on the main thread, and a probe during backward one on the
+// autograd thread. Those teams outlive the call, and libgomp counts their threads against the cores
+// (Note [OpenMP teams of compute threads]): from the first backward on, the process had more OpenMP
+// threads than cores, so every team, the device's and CPU eager's alike, slept at every barrier. Such
+// kernels are tiny or run once per op signature, so one thread costs nothing.
+SerialHostKernelScope::SerialHostKernelScope() {
+  at::internal::lazy_init_num_threads();  // so ATen's lazy init cannot override the 1 below
+  previous_omp_ = setters().omp_get != nullptr ? setters().omp_get() : 1;
+  if (setters().omp != nullptr) setters().omp(1);
+  previous_mkl_ = setters().mkl_local != nullptr ? setters().mkl_local(1) : 0;
+}
+
+SerialHostKernelScope::~SerialHostKernelScope() {
+  if (setters().omp != nullptr) setters().omp(previous_omp_);
+  if (setters().mkl_local != nullptr) setters().mkl_local(previous_mkl_);
 }
 
 IntraOpThreadsScope::~IntraOpThreadsScope() {

@@ -34,4 +34,20 @@ class OPENREG_BACKEND_API IntraOpThreadsScope {
   int threads_;
 };
 
+//! Runs CPU kernels on the calling host thread (main or autograd) with one OpenMP/MKL thread for its
+//! lifetime, then restores the thread's count (Note [Host threads open no OpenMP teams] in
+//! ExecuteThreads.cpp). For kernels the host runs only to learn something about an op (the coverage
+//! probe, the shape pass on scratch data), never for the program's own work.
+class OPENREG_BACKEND_API SerialHostKernelScope {
+ public:
+  SerialHostKernelScope();
+  ~SerialHostKernelScope();
+  SerialHostKernelScope(const SerialHostKernelScope&) = delete;
+  SerialHostKernelScope& operator=(const SerialHostKernelScope&) = delete;
+
+ private:
+  int previous_omp_;
+  int previous_mkl_;
+};
+
 }  // namespace at::openreg

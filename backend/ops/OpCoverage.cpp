@@ -1,6 +1,7 @@
 // See Note [Op coverage is decided at the call] in OpCoverage.h.
 
 #include "backend/ops/OpCoverage.h"
+#include "backend/ops/ExecuteThreads.h"
 
 #include "backend/ops/engine/Arguments.h"
 
@@ -142,6 +143,7 @@ enum class ProbeResult { kRuns, kRefused, kInconclusive };
 ProbeResult probe(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
                   std::string* refusal) {
   c10::WarningUtils::WarningHandlerGuard warnings(silent_warning_handler());  // stand-in data: noise
+  SerialHostKernelScope serial;
   const auto& schema_args = op.schema().arguments();
   // Expanded stand-ins first (no memory); some kernels reject zero strides before they look at the
   // dtype, so a failure other than NotImplementedError is retried once on dense zeros.

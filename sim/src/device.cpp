@@ -72,6 +72,21 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // warm) measured worse: 1M loop 1.17-1.51x against 0.73-1.31x, two streams 1.42-1.62x against
 // 1.59-1.64x.
 
+// Note [A stream stays on its lane]
+// A stream that ends a drain slice with no other stream of its device ready re-queues itself on the
+// lane it is draining on, if that lane has no other task. Sent to the least loaded lane instead (the
+// other one: its own lane still counted the finishing task), a lone busy stream moved to another
+// worker every slice. Each worker that runs kernels owns an OpenMP team (backend ExecuteThreads.cpp),
+// so two teams were alive on a 2-core machine, which makes libgomp cut every team's spin-wait to a
+// few iterations (it does once its threads outnumber the cores): the team's threads slept at each
+// barrier and the kernels paid a futex wake per parallel region; and the worker that left its lane
+// released its team, which the next kernel re-created (a thread per slice). A conv training step
+// (bench/python/default_config_bench.py's) did ~95 voluntary context switches per step before, ~2
+// after. The enqueue from inside the lane's arena wakes no other worker: the arena's one slot is
+// taken by the caller, which picks the task up when its current one returns. This differs from
+// sending every wake-up back to the last lane (measured worse above): a stream woken by its host
+// still goes to the least loaded lane, so two ready streams still spread over the lanes.
+
 struct Device::State {
   Runtime* runtime = nullptr;
   int index = 0;
@@ -96,7 +111,10 @@ struct Device::State {
     // Drain tasks enqueued here and not finished. Relaxed: it only steers the choice of lane; a stale
     // read sends a task to a busier lane, where it still runs (later).
     std::atomic<int> tasks{0};
+    const State* owner = nullptr;
   };
+  // The lane whose drain task this thread is running (null outside drain tasks).
+  static thread_local Lane* tl_draining_lane;
   std::vector<std::unique_ptr<Lane>> lanes;  // compute_threads of them; fixed after construction
   // Device::parallel's arena: the device's whole concurrency for a kernel's own parallel algorithms.
   tbb::task_arena compute;
@@ -114,7 +132,8 @@ struct Device::State {
   // push, so every pushed stream is taken by exactly one task; it need not be the one pushed with
   // it (that is what priorities mean).
   void submit_drain() {
-    Lane* lane = least_loaded_lane();
+    Lane* lane = continuing_lane();
+    if (lane == nullptr) lane = least_loaded_lane();
     lane->tasks.fetch_add(1, std::memory_order_relaxed);
     busy_refs.fetch_add(2, std::memory_order_relaxed);  // relaxed: only its final 0 matters
     tsan_task_submit();  // see Note [TSAN and oneTBB]
@@ -123,6 +142,14 @@ struct Device::State {
       arg.get()->drain_one(*lane_arg.get());
     });
     busy_refs.fetch_sub(1, std::memory_order_release);  // pairs with the destructor's acquire
+  }
+  // The lane whose drain task is calling, when that task is the lane's only one: a stream that
+  // re-queues itself at the end of a slice (Note [Drain slices] in stream.cpp) while nothing else of
+  // the device waits stays on its lane (Note [A stream stays on its lane]).
+  Lane* continuing_lane() const {
+    Lane* lane = tl_draining_lane;
+    if (lane == nullptr || lane->owner != this || lane->tasks.load(std::memory_order_relaxed) != 1) return nullptr;
+    return lane;
   }
   Lane* least_loaded_lane() const {
     Lane* best = lanes.front().get();
@@ -150,6 +177,7 @@ Device::Device(Runtime& runtime, int index) : s_(std::make_unique<State>()) {
   s_->compute.initialize(config.compute_threads, /*reserved_for_masters=*/0);
   for (int i = 0; i < std::max(1, config.compute_threads); ++i) {
     auto lane = std::make_unique<State::Lane>();
+    lane->owner = s_.get();
     lane->arena.initialize();
     lane->idle_observer = std::make_unique<IdleObserver>(lane->arena);
     s_->lanes.push_back(std::move(lane));
@@ -262,6 +290,8 @@ void Device::synchronize() {
   throw Error(Errc::kWorkFailed, first);
 }
 
+thread_local Device::State::Lane* Device::State::tl_draining_lane = nullptr;
+
 void Device::schedule(Stream& stream) {
   const bool pushed = s_->ready[static_cast<int>(stream.priority())].push(&stream);
   OPENREG_SIM_ASSERT(pushed, "ready queue push failed");
@@ -289,7 +319,10 @@ void Device::State::drain_one(Lane& lane) {
          !ready[static_cast<int>(StreamPriority::kNormal)].pop(next)) {
     cpu_relax();
   }
+  Lane* const outer = tl_draining_lane;  // a drain never nests, but restore rather than assume
+  tl_draining_lane = &lane;
   next->drain();
+  tl_draining_lane = outer;
   lane.tasks.fetch_sub(1, std::memory_order_relaxed);
   busy_refs.fetch_sub(1, std::memory_order_release);  // last touch of the device
 }

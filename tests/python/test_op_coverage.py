@@ -220,3 +220,37 @@ def test_opinfo_sweep_raises_at_the_call_or_returns_what_cpu_returns(dtype):
                 if got != want:
                     problems.append(f"{name}: returned {got}, CPU returns {want}")
     assert problems == []
+
+
+def test_host_side_runs_of_cpu_kernels_use_one_thread_and_restore_the_count():
+    """Note [Host threads open no OpenMP teams]: the coverage probe runs CPU's kernel on the calling
+    thread with one OpenMP thread (a team opened there outlives the call and slows every team in the
+    process), and leaves the thread's count as it was; the kernel itself runs on the device."""
+    import threading
+
+    lib = torch.library.Library("openreg_thread_spy", "DEF")
+    lib.define("spy(Tensor x) -> Tensor")
+    calls = []
+
+    def spy_cpu(x):
+        calls.append((threading.get_ident(), torch.get_num_threads()))
+        return x * 2
+
+    lib.impl("spy", spy_cpu, "CPU")
+    lib.impl("spy", lambda x: torch.empty_like(x), "Meta")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.ones(1 << 16, device="openreg")
+        y = torch.ops.openreg_thread_spy.spy(x)
+        torch.openreg.synchronize()
+        main = threading.get_ident()
+        on_host = [n for tid, n in calls if tid == main]
+        assert on_host, "the probe did not run on the calling thread"
+        assert on_host == [1] * len(on_host), on_host
+        assert any(tid != main for tid, _ in calls), "the kernel did not run on a device thread"
+        assert torch.get_num_threads() == 2
+        assert torch.equal(y.cpu(), torch.full((1 << 16,), 2.0))
+    finally:
+        torch.set_num_threads(previous)
+        lib._destroy()

@@ -1,5 +1,7 @@
 #include "backend/ops/engine/ShapePass.h"
 
+#include "backend/ops/ExecuteThreads.h"
+
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Outputs.h"
 
@@ -67,6 +69,8 @@ bool run_on_standins(const c10::OperatorHandle& op, const OpPlan& plan, c10::Arr
   standins->reserve(n);
   for (size_t i = 0; i < n; ++i) standins->push_back(convert_arg(args[i], plan.args[i], conv, generator, type));
   *results = torch::jit::Stack(*standins);
+  std::optional<SerialHostKernelScope> serial;
+  if (key == c10::DispatchKey::CPU) serial.emplace();
   try {
     op.redispatchBoxed(c10::DispatchKeySet(key), results);
   } catch (const std::exception&) {

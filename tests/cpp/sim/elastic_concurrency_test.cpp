@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <memory>
 #include <vector>
@@ -105,6 +107,28 @@ TEST(ElasticConcurrency, IdleHookRunsOnTheComputeThreadWhenItsDeviceRunsDry) {
   runtime.device(0).synchronize();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(g_idle_calls.load(), before);  // removed: no longer called
+}
+
+// Note [A stream stays on its lane]: a lone busy stream re-queues itself at the end of every drain
+// slice; it must keep its compute thread (whose OpenMP team a kernel reuses) instead of hopping to
+// the device's other lane, and so to another worker, once per slice.
+TEST(ElasticConcurrency, ALoneStreamKeepsItsComputeThreadAcrossSlices) {
+  Runtime runtime(test::make_config(1, 2));
+  Stream& stream = *runtime.device(0).default_stream();
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  // 40 kernels of 200 us: 8 ms of work, several 1 ms slices.
+  for (int i = 0; i < 40; ++i) {
+    stream.launch("busy", [&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      std::lock_guard lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    });
+  }
+  stream.synchronize();
+  EXPECT_EQ(threads.size(), 1u) << "the stream's kernels ran on " << threads.size() << " compute threads";
 }
 
 }  // namespace
