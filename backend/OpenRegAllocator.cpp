@@ -3,6 +3,7 @@
 #include "backend/OpenRegDeviceCache.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/ops/HostDestinations.h"
+#include "backend/ops/KernelScratch.h"
 
 #include <c10/util/Exception.h>
 
@@ -136,8 +137,10 @@ void OpenRegDeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
   for (c10::DeviceIndex d = 0; d < kMaxDevices; ++d) {
     if (DeviceCache* c = existing_cache(d)) translate_sim_errors([&] { c->empty_cache(); });
   }
-  // The recycled host blocks of device-to-host results are part of openreg's cache too.
+  // The recycled host blocks of device-to-host results and of kernels' CPU allocations are part of
+  // openreg's cache too.
   at::openreg::host_destination_release_cached();
+  at::openreg::kernel_scratch_release_cached();
 }
 
 void OpenRegDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {

@@ -4,6 +4,8 @@
 // through launch_kernel, which owns what every kernel needs on the device thread:
 //  - its share of the device's compute threads (IntraOpThreadsScope, ExecuteThreads.h), sized from
 //    the device's thread count read on the host when the kernel is enqueued;
+//  - recycled memory for its large CPU allocations (KernelScratchScope, Note [Kernel scratch memory]
+//    in ops/KernelScratch.cpp);
 //  - the error policy: a kernel's exception is kept by the stream and raised, with the item's name,
 //    at the next synchronization. c10::Error::what() carries a C++ backtrace that means nothing to
 //    the Python user who reads it there, so a c10::Error is re-thrown as a plain std::runtime_error
@@ -18,6 +20,7 @@
 #include "backend/OpenRegRuntime.h"
 #include "backend/OpenRegStream.h"
 #include "backend/ops/ExecuteThreads.h"
+#include "backend/ops/KernelScratch.h"
 
 #include <c10/util/Exception.h>
 
@@ -41,6 +44,7 @@ struct LaunchedKernel {
   void operator()() {
     try {
       IntraOpThreadsScope threads(device, compute_threads);
+      KernelScratchScope scratch;
       kernel();
     } catch (const c10::Error& e) {
       throw std::runtime_error(e.what_without_backtrace());
