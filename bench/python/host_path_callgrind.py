@@ -32,7 +32,26 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "..", "results", "host_path_callgrind.json")
 
-# (name, shape, body): the body is called with two tensors of `shape` and its result dropped.
+def _cat(a, b):
+    import torch
+
+    torch.cat(a)
+
+
+def _foreach_add_(a, b):
+    import torch
+
+    torch._foreach_add_(a, b, alpha=0.5)  # an SGD step's update over a list of parameters
+
+
+def _foreach_mul_(a, b):
+    import torch
+
+    torch._foreach_mul_(a, 0.5)  # momentum's decay
+
+
+# (name, shape, body, lists): the body is called with two tensors of `shape` (two lists of `lists` such
+# tensors when `lists` is not 0) and its result dropped.
 CASES = [
     ("empty", (1,), lambda a, b: None),
     ("add[1024]", (1024,), lambda a, b: a + b),
@@ -41,7 +60,14 @@ CASES = [
     # Not a fast kernel: the boxed engine (plan, shape-pass cache, CPU aliases, one work item).
     ("sigmoid[1024]", (1024,), lambda a, b: a.sigmoid()),
     ("addcmul[1024]", (1024,), lambda a, b: a.addcmul(a, b)),
+    # A list argument: one work item over eight tensors.
+    ("cat[8x1024]", (1024,), _cat, 8),
+    # An optimizer's multi-tensor ops over 8 parameters: one call, all tensors on one device (aten's
+    # per-tensor loop of add_ / mul_ on either backend).
+    ("foreach_add_[8x1024]", (1024,), _foreach_add_, 8),
+    ("foreach_mul_[8x1024]", (1024,), _foreach_mul_, 8),
 ]
+CASES = [c if len(c) == 4 else (*c, 0) for c in CASES]
 BACKENDS = ("cpu", "openreg")
 
 
@@ -54,9 +80,13 @@ def inner(iters: int) -> None:
 
     torch.manual_seed(0)
     for backend in BACKENDS:
-        for name, shape, body in CASES:
-            a = torch.randn(shape).to(backend)
-            b = torch.randn(shape).to(backend)
+        for name, shape, body, lists in CASES:
+            if lists:
+                a = [torch.randn(shape).to(backend) for _ in range(lists)]
+                b = [torch.randn(shape).to(backend) for _ in range(lists)]
+            else:
+                a = torch.randn(shape).to(backend)
+                b = torch.randn(shape).to(backend)
             for _ in range(50):  # warm-up: plans, caches, allocator pools
                 body(a, b)
             if backend == "openreg":
@@ -111,7 +141,7 @@ def outer(iters: int, out: str) -> list[dict]:
     rows = []
     k = 0
     for backend in BACKENDS:
-        for name, _, _ in CASES:
+        for name, *_ in CASES:
             threads = parts[measured[k]]
             k += 1
             rows.append({"backend": backend, "op": name, "host_instructions_per_op": round(threads.get(1, 0) / iters)})
@@ -119,15 +149,15 @@ def outer(iters: int, out: str) -> list[dict]:
     for r in rows:
         by_op.setdefault(r["op"], {})[r["backend"]] = r
     table = []
-    for name, _, _ in CASES:
+    for name, *_ in CASES:
         cpu = by_op[name]["cpu"]["host_instructions_per_op"]
         dev = by_op[name]["openreg"]["host_instructions_per_op"]
         table.append({"op": name, "cpu_host": cpu, "openreg_host": dev, "ratio": round(dev / cpu, 2) if cpu else None})
     print(f"callgrind instructions per op on the calling thread ({iters} iterations, results dropped)")
-    print(f"{'op':<14}{'CPU eager':>12}{'openreg':>12}{'ratio':>8}")
+    print(f"{'op':<22}{'CPU eager':>12}{'openreg':>12}{'ratio':>8}")
     for t in table:
         ratio = "" if t["ratio"] is None else f"{t['ratio']:.2f}"
-        print(f"{t['op']:<14}{t['cpu_host']:>12}{t['openreg_host']:>12}{ratio:>8}")
+        print(f"{t['op']:<22}{t['cpu_host']:>12}{t['openreg_host']:>12}{ratio:>8}")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         json.dump({"iterations": iters, "unit": "instructions per op (callgrind Ir)", "rows": table,

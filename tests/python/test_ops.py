@@ -535,3 +535,23 @@ def test_pending_general_path_ops_keep_their_enqueued_geometry():
     assert torch.equal(m.cpu(), torch.addcmul(ref_a, ref_a.view(3, 4)[:, 1:3].reshape(-1).repeat(2)[:12], ref_b))
     assert torch.equal(w.cpu(), torch.where(ref_a > 5, ref_a, ref_b))
     assert torch.equal(shared.cpu(), torch.addcmul(ref_a[:6], ref_a[6:], ref_a[:6]))
+
+
+def test_list_arguments_travel_as_recipes_and_keep_sharing_storage():
+    """Note [Work items hold CPU aliases, not tensors]: tensors inside list arguments (cat, stack, index,
+    index_put_) are rebuilt on the device thread like single tensors, over one storage table, so list
+    elements that share memory with each other or with other arguments share it in the CPU kernel."""
+    torch.manual_seed(0)
+    c = torch.randn(5, 5)
+    d = c.to("openreg")
+    ci = torch.tensor([4, 0, 2])
+    di = ci.to("openreg")
+    cases = [
+        (lambda t, i: torch.cat([t, t, t[1:]]), "cat of one storage"),
+        (lambda t, i: torch.stack([t, t.t(), t[1:].repeat(2, 1)[:5]]), "stack of views"),
+        (lambda t, i: t[:, i], "index with a None in the index list"),
+        (lambda t, i: t[i, i], "index list of one storage"),
+        (lambda t, i: t.clone().index_put_((i,), t[0], accumulate=True), "index_put_ with a list index"),
+    ]
+    for fn, what in cases:
+        assert torch.equal(fn(d, di).cpu(), fn(c, ci)), what

@@ -39,9 +39,10 @@ using torch::jit::Stack;
 // tensor): the geometry is fixed at enqueue, so later metadata changes of the caller's tensors cannot
 // reach the kernel, and the host pays for copying a few integers instead of two allocations and a
 // TensorImpl per tensor. Tensors sharing a storage get aliases sharing one storage, as an
-// AliasConverter gives them (Arguments.h), so the CPU kernel's overlap checks behave as on CPU. Ops
-// with openreg tensors inside list arguments (cat, stack, index) convert on the host with an
-// AliasConverter instead: one converter must see all of an op's tensors.
+// AliasConverter gives them (Arguments.h), so the CPU kernel's overlap checks behave as on CPU: one
+// storage table serves all of an op's tensors, single or in lists (cat, stack, index, the foreach
+// ops' lists), whose recipes name their list and position. A list holding anything but openreg
+// tensors (and, for Tensor?[], None) converts on the host with an AliasConverter instead.
 
 //! One distinct device storage an item's aliases share.
 struct StorageRecipe {
@@ -50,10 +51,14 @@ struct StorageRecipe {
   std::size_t nbytes;
 };
 
-//! One tensor alias the item builds on the device thread, into values[value].
+constexpr std::uint32_t kNotInList = ~std::uint32_t{0};
+
+//! One tensor alias the item builds on the device thread, into values[value] (or, for a list element,
+//! into that list at `element`).
 struct AliasRecipe {
   std::uint32_t value;
-  std::uint8_t storage;  // index into Recipes::storages
+  std::uint32_t element;  // kNotInList for a single tensor
+  std::uint32_t storage;  // index into Recipes::storages
   bool conj;
   bool neg;
   caffe2::TypeMeta dtype;
@@ -62,23 +67,39 @@ struct AliasRecipe {
   c10::SmallVector<std::int64_t, 5> strides;
 };
 
+//! A list argument the item builds on the device thread, into values[value]; its elements are
+//! AliasRecipes (None elements of a Tensor?[] list stay None).
+struct ListRecipe {
+  std::uint32_t value;
+  std::uint32_t size;
+  bool optional;  // Tensor?[] rather than Tensor[]
+};
+
 struct Recipes {
   // Inline room for the usual op (addcmul_out: four tensors over up to four storages): a recipe that
   // outgrew it moved every recipe's sizes and strides to the heap on the calling thread.
   c10::SmallVector<StorageRecipe, 4> storages;
   c10::SmallVector<AliasRecipe, 6> tensors;
+  c10::SmallVector<ListRecipe, 1> lists;
 
-  //! Records `t` (an openreg tensor) to become values[value].
-  void add(const at::Tensor& t, std::uint32_t value) {
+  //! The slot of `t`'s storage in `storages`, added if new. A scan: even a list of a hundred tensors
+  //! costs less than one hash node allocation per storage would.
+  std::uint32_t storage_slot(const at::Tensor& t) {
     const c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
-    std::size_t slot = 0;
-    while (slot < storages.size() && storages[slot].source != source) ++slot;
-    if (slot == storages.size()) {
-      storages.push_back({source, const_cast<void*>(t.storage().data_ptr().get()), t.storage().nbytes()});
+    for (std::uint32_t slot = 0; slot < storages.size(); ++slot) {
+      if (storages[slot].source == source) return slot;
     }
+    storages.push_back({source, const_cast<void*>(t.storage().data_ptr().get()), t.storage().nbytes()});
+    return static_cast<std::uint32_t>(storages.size() - 1);
+  }
+
+  //! Records `t` (an openreg tensor) to become values[value], or element `element` of that list.
+  void add(const at::Tensor& t, std::uint32_t value, std::uint32_t element = kNotInList) {
+    const std::uint32_t slot = storage_slot(t);
     AliasRecipe& r = tensors.emplace_back();  // filled in place: no move of its sizes and strides
     r.value = value;
-    r.storage = static_cast<std::uint8_t>(slot);
+    r.element = element;
+    r.storage = slot;
     r.conj = t.is_conj();
     r.neg = t.is_neg();
     r.dtype = t.dtype();
@@ -87,8 +108,30 @@ struct Recipes {
     r.strides.assign(t.strides().begin(), t.strides().end());
   }
 
+  //! Records the list argument `v` (openreg tensors, and None where `optional`) to become
+  //! values[value].
+  void add_list(const IValue& v, std::uint32_t value, bool optional) {
+    const auto elements = v.toListRef();
+    lists.push_back({value, static_cast<std::uint32_t>(elements.size()), optional});
+    tensors.reserve(tensors.size() + elements.size());  // one growth, not a move of every recipe per doubling
+    for (std::uint32_t k = 0; k < elements.size(); ++k) {
+      if (elements[k].isTensor()) add(elements[k].toTensor(), value, k);
+    }
+  }
+
   //! Builds the aliases into `values` (on the device thread).
   void build(std::vector<IValue>& values) const {
+    for (const ListRecipe& l : lists) {
+      if (l.optional) {
+        c10::List<std::optional<at::Tensor>> list;
+        list.resize(l.size);  // None until the element recipes below fill them
+        values[l.value] = std::move(list);
+      } else {
+        c10::List<at::Tensor> list;
+        list.resize(l.size);
+        values[l.value] = std::move(list);
+      }
+    }
     c10::SmallVector<c10::Storage, 3> built(storages.size());
     for (const AliasRecipe& r : tensors) {
       c10::Storage& st = built[r.storage];
@@ -98,7 +141,15 @@ struct Recipes {
       impl->set_sizes_and_strides(r.sizes, r.strides, r.offset);
       if (r.conj) impl->_set_conj(true);
       if (r.neg) impl->_set_neg(true);
-      values[r.value] = at::Tensor(std::move(impl));
+      at::Tensor alias(std::move(impl));
+      if (r.element == kNotInList) {
+        values[r.value] = std::move(alias);
+      } else if (values[r.value].isTensorList()) {
+        values[r.value].toTensorList().set(r.element, std::move(alias));
+      } else {
+        auto list = values[r.value].toOptionalTensorList();
+        list.set(r.element, std::optional<at::Tensor>(std::move(alias)));
+      }
     }
   }
 };
@@ -165,11 +216,28 @@ struct OpWorkItem {
   }
 };
 
-//! Whether an openreg tensor is inside a list argument (then the host converts: see the Note).
-bool device_tensors_in_lists(const OpPlan& plan, c10::ArrayRef<IValue> args) {
+//! Whether a list argument is one the recipes can carry: a list of openreg tensors (None elements too
+//! for Tensor?[]). An empty list carries no device tensor and travels as it is.
+bool list_takes_recipes(const IValue& v, ArgKind kind) {
+  const auto elements = v.toListRef();
+  if (elements.empty()) return false;
+  for (const IValue& e : elements) {
+    if (e.isTensor() ? !e.toTensor().is_privateuseone() : !(kind == ArgKind::kOptionalTensorList && e.isNone())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_list_kind(ArgKind kind) { return kind == ArgKind::kTensorList || kind == ArgKind::kOptionalTensorList; }
+
+//! Whether a list argument mixes openreg tensors with other values (then the host converts: see the
+//! Note).
+bool lists_need_host_conversion(const OpPlan& plan, c10::ArrayRef<IValue> args) {
   for (size_t i = 0; i < args.size(); ++i) {
-    const ArgKind kind = plan.args[i].kind;
-    if ((kind != ArgKind::kTensorList && kind != ArgKind::kOptionalTensorList) || !args[i].isList()) continue;
+    if (!is_list_kind(plan.args[i].kind) || !args[i].isList() || list_takes_recipes(args[i], plan.args[i].kind)) {
+      continue;
+    }
     for (const IValue& e : args[i].toListRef()) {
       if (e.isTensor() && e.toTensor().is_privateuseone()) return true;
     }
@@ -231,7 +299,7 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
   if (plan.writes || !fresh.empty()) {
     OpWorkItem item{&plan, {}, nullptr, take_seed(plan, args, device)};
     item.values.reserve(n + fresh.size());
-    if (device_tensors_in_lists(plan, args)) {
+    if (lists_need_host_conversion(plan, args)) {
       AliasConverter cpu(AliasTarget::kCpu);
       const IValue none;
       for (size_t i = 0; i < n; ++i) {
@@ -247,6 +315,10 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
         const ArgPlan& a = plan.args[i];
         if (a.kind == ArgKind::kTensor && args[i].isTensor() && args[i].toTensor().is_privateuseone()) {
           item.recipes->add(args[i].toTensor(), static_cast<std::uint32_t>(item.values.size()));
+          item.values.emplace_back();
+        } else if (is_list_kind(a.kind) && args[i].isList() && list_takes_recipes(args[i], a.kind)) {
+          item.recipes->add_list(args[i], static_cast<std::uint32_t>(item.values.size()),
+                                 a.kind == ArgKind::kOptionalTensorList);
           item.values.emplace_back();
         } else {
           item.values.push_back(convert_arg(snapshot_cpu_tensors(args[i], a), a, unused, none, c10::kCPU));
