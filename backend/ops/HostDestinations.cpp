@@ -15,13 +15,15 @@
 //    copy that has finished before the tensor is returned, so a block is never in use by a stream
 //    when its tensor frees it: giving it back needs no stream ordering.
 //  - A block is reused for a request of at least half its size (bounded waste). At most
-//    max(64 MiB, physical memory / 16) is held; a block held longer than kHoldAtMost is unmapped at
+//    max(64 MiB, physical memory / 16) is held; a block held longer than 2 s is unmapped at
 //    the next allocation or free, and torch.openreg.empty_cache() unmaps all of them.
 // Thread-safety: one mutex guards the cache; system calls (mmap/munmap) run outside it. Results may
 // be freed on any thread (a host callback can drop the last reference on a device thread). The cache
 // is leaked on purpose: tensors can be freed during static destruction at exit.
 
 #include "backend/ops/HostDestinations.h"
+
+#include "backend/ops/HeldHostBlocks.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
@@ -30,24 +32,14 @@
 #include <torch/library.h>
 
 #include <sys/mman.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <utility>
-#include <vector>
 
 namespace at::openreg {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr std::size_t kRecycleAtLeast = std::size_t{1} << 20;
 constexpr std::size_t kGranule = std::size_t{2} << 20;  // block sizes are multiples of a huge page
-constexpr auto kHoldAtMost = std::chrono::seconds(2);
 
 std::size_t round_up(std::size_t n) {
   return (n + kGranule - 1) / kGranule * kGranule;
@@ -59,6 +51,12 @@ struct Block {
   std::size_t bytes;
 };
 
+void unmap(void* block, std::size_t /*bytes*/) noexcept {
+  auto* b = static_cast<Block*>(block);
+  munmap(b->base, b->bytes);
+  delete b;
+}
+
 class HostDestinationCache {
  public:
   static HostDestinationCache& instance() {
@@ -69,95 +67,22 @@ class HostDestinationCache {
   // A block of at least `bytes`, or nullptr when the system refuses the mapping.
   Block* take(std::size_t bytes) {
     const std::size_t want = round_up(bytes);
-    std::vector<Block*> expired;
-    Block* found = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      collect_expired(Clock::now(), expired);
-      auto it = held_.lower_bound(want);
-      if (it != held_.end() && it->first / 2 <= want) {
-        found = it->second.block;
-        held_bytes_ -= it->first;
-        held_.erase(it);
-      }
-    }
-    unmap(expired);
-    if (found != nullptr) return found;
+    std::size_t held_bytes = 0;
+    if (void* held = held_.take(want, &held_bytes)) return static_cast<Block*>(held);
     void* base = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return nullptr;
     return new Block{base, want};
   }
 
   // Takes `block` back (its tensor is gone); unmaps it when the cache is full.
-  void give(Block* block) noexcept {
-    std::vector<Block*> expired;
-    const auto now = Clock::now();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      collect_expired(now, expired);
-      if (held_bytes_ + block->bytes <= limit_) {
-        held_.emplace(block->bytes, Held{block, now});
-        held_bytes_ += block->bytes;
-        block = nullptr;
-      }
-    }
-    if (block != nullptr) expired.push_back(block);
-    unmap(expired);
-  }
+  void give(Block* block) noexcept { held_.give(block, block->bytes); }
 
-  void release_all() {
-    std::vector<Block*> all;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& entry : held_) all.push_back(entry.second.block);
-      held_.clear();
-      held_bytes_ = 0;
-    }
-    unmap(all);
-  }
+  void release_all() { held_.release_all(); }
 
-  std::size_t held_bytes() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return held_bytes_;
-  }
+  std::size_t held_bytes() { return held_.held_bytes(); }
 
  private:
-  struct Held {
-    Block* block;
-    Clock::time_point since;
-  };
-
-  HostDestinationCache() {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page = sysconf(_SC_PAGESIZE);
-    const std::size_t physical = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * page : 0;
-    limit_ = std::max<std::size_t>(std::size_t{64} << 20, physical / 16);
-  }
-
-  // Moves blocks held longer than kHoldAtMost to `out`. Caller holds mutex_.
-  void collect_expired(Clock::time_point now, std::vector<Block*>& out) {
-    for (auto it = held_.begin(); it != held_.end();) {
-      if (now - it->second.since > kHoldAtMost) {
-        out.push_back(it->second.block);
-        held_bytes_ -= it->first;
-        it = held_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  static void unmap(const std::vector<Block*>& blocks) noexcept {
-    for (Block* b : blocks) {
-      munmap(b->base, b->bytes);
-      delete b;
-    }
-  }
-
-  std::mutex mutex_;
-  std::multimap<std::size_t, Held> held_;  // size -> held block, for best fit
-  std::size_t held_bytes_ = 0;
-  std::size_t limit_ = 0;
+  HeldHostBlocks held_{&unmap};
 };
 
 void give_back(void* context) {

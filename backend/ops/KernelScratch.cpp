@@ -14,7 +14,7 @@
 // CPU eager code, host threads, small sizes, and OpenMP helper threads inside a kernel (they are not
 // marked) never see the cache.
 //  - A freed block is held for reuse by a request of at least half its size (bounded waste), for at
-//    most kHoldAtMost unused, and while the held bytes stay under max(64 MiB, physical memory / 16);
+//    most 2 s unused, and while the held bytes stay under max(64 MiB, physical memory / 16);
 //    torch.openreg.empty_cache() frees them all. Held blocks are not device memory: they do not count in
 //    memory_allocated (as CPU eager's temporaries do not), only in the process's resident memory.
 //  - Blocks come from c10::alloc_cpu, and a DataPtr's context is its data pointer, so the raw
@@ -27,31 +27,25 @@
 
 #include "backend/ops/KernelScratch.h"
 
+#include "backend/ops/HeldHostBlocks.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <unordered_map>
-#include <utility>
-#include <vector>
 
 namespace at::openreg {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr std::size_t kCacheAtLeast = std::size_t{128} << 10;  // glibc's default mmap threshold
-constexpr auto kHoldAtMost = std::chrono::seconds(2);
 
 // Whether the calling thread is running a kernel on a compute thread (KernelScratchScope).
 thread_local bool tl_in_kernel = false;
+
+void free_block(void* data, std::size_t /*bytes*/) noexcept;
 
 class ScratchCache {
  public:
@@ -63,20 +57,8 @@ class ScratchCache {
   //! A block of at least `bytes`: a held one, or a new one from c10::alloc_cpu (which throws when the
   //! system refuses).
   void* take(std::size_t bytes) {
-    std::vector<void*> expired;
-    void* found = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      collect_expired(Clock::now(), expired);
-      auto it = held_.lower_bound(bytes);
-      if (it != held_.end() && it->first / 2 <= bytes) {
-        found = it->second.data;
-        held_bytes_ -= it->first;
-        held_.erase(it);
-      }
-    }
-    release(expired);
-    if (found != nullptr) return found;
+    std::size_t held_bytes = 0;
+    if (void* held = held_.take(bytes, &held_bytes)) return held;
     void* data = c10::alloc_cpu(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     size_of_[data] = bytes;  // overwrites what a block freed through the raw interface left here
@@ -85,80 +67,34 @@ class ScratchCache {
 
   //! Takes back a block that `take` returned (its tensor is gone); frees it when the cache is full.
   void give(void* data) noexcept {
-    std::vector<void*> expired;
-    const auto now = Clock::now();
+    std::size_t bytes = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      collect_expired(now, expired);
-      const std::size_t bytes = size_of_.at(data);
-      if (held_bytes_ + bytes <= limit_) {
-        held_.emplace(bytes, Held{data, now});
-        held_bytes_ += bytes;
-        data = nullptr;
-      }
+      bytes = size_of_.at(data);
     }
-    if (data != nullptr) expired.push_back(data);
-    release(expired);
+    held_.give(data, bytes);
   }
 
-  void release_all() {
-    std::vector<void*> all;
+  //! Frees a block that left the cache for good.
+  void free(void* data) noexcept {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& entry : held_) all.push_back(entry.second.data);
-      held_.clear();
-      held_bytes_ = 0;
+      size_of_.erase(data);
     }
-    release(all);
+    c10::free_cpu(data);
   }
 
-  std::size_t held_bytes() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return held_bytes_;
-  }
+  void release_all() { held_.release_all(); }
+
+  std::size_t held_bytes() { return held_.held_bytes(); }
 
  private:
-  struct Held {
-    void* data;
-    Clock::time_point since;
-  };
-
-  ScratchCache() {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page = sysconf(_SC_PAGESIZE);
-    const std::size_t physical = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * page : 0;
-    limit_ = std::max<std::size_t>(std::size_t{64} << 20, physical / 16);
-  }
-
-  // Moves blocks held longer than kHoldAtMost to `out`. Caller holds mutex_.
-  void collect_expired(Clock::time_point now, std::vector<void*>& out) {
-    for (auto it = held_.begin(); it != held_.end();) {
-      if (now - it->second.since > kHoldAtMost) {
-        out.push_back(it->second.data);
-        held_bytes_ -= it->first;
-        it = held_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  // Frees blocks that left the cache for good.
-  void release(const std::vector<void*>& blocks) noexcept {
-    if (blocks.empty()) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (void* b : blocks) size_of_.erase(b);
-    }
-    for (void* b : blocks) c10::free_cpu(b);
-  }
-
-  std::mutex mutex_;
-  std::multimap<std::size_t, Held> held_;  // size -> held block, for best fit
+  HeldHostBlocks held_{&free_block};
+  std::mutex mutex_;  // guards size_of_
   std::unordered_map<void*, std::size_t> size_of_;  // every block made here and not freed
-  std::size_t held_bytes_ = 0;
-  std::size_t limit_ = 0;
 };
+
+void free_block(void* data, std::size_t /*bytes*/) noexcept { ScratchCache::instance().free(data); }
 
 void give_back(void* data) { ScratchCache::instance().give(data); }
 
