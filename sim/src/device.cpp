@@ -84,8 +84,10 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // (bench/python/default_config_bench.py's) did ~95 voluntary context switches per step before, ~2
 // after. The enqueue from inside the lane's arena wakes no other worker: the arena's one slot is
 // taken by the caller, which picks the task up when its current one returns. This differs from
-// sending every wake-up back to the last lane (measured worse above): a stream woken by its host
-// still goes to the least loaded lane, so two ready streams still spread over the lanes.
+// sending every wake-up back to the last lane (measured worse above): a stream woken by its host, or
+// by another stream's drainer (an event record it completes releases the stream's wait), still goes
+// to the least loaded lane, so two ready streams still spread over the lanes; only the drained stream
+// itself stays.
 
 struct Device::State {
   Runtime* runtime = nullptr;
@@ -113,8 +115,10 @@ struct Device::State {
     std::atomic<int> tasks{0};
     const State* owner = nullptr;
   };
-  // The lane whose drain task this thread is running (null outside drain tasks).
+  // The lane whose drain task this thread is running, and the stream it drains (null outside drain
+  // tasks).
   static thread_local Lane* tl_draining_lane;
+  static thread_local const Stream* tl_draining_stream;
   std::vector<std::unique_ptr<Lane>> lanes;  // compute_threads of them; fixed after construction
   // Device::parallel's arena: the device's whole concurrency for a kernel's own parallel algorithms.
   tbb::task_arena compute;
@@ -131,8 +135,9 @@ struct Device::State {
   // An arena task that takes the most urgent ready stream and drains it. One task per ready-queue
   // push, so every pushed stream is taken by exactly one task; it need not be the one pushed with
   // it (that is what priorities mean).
-  void submit_drain() {
-    Lane* lane = continuing_lane();
+  // `requeued`: the stream this task is for, when the stream schedules itself.
+  void submit_drain(const Stream* requeued = nullptr) {
+    Lane* lane = continuing_lane(requeued);
     if (lane == nullptr) lane = least_loaded_lane();
     lane->tasks.fetch_add(1, std::memory_order_relaxed);
     busy_refs.fetch_add(2, std::memory_order_relaxed);  // relaxed: only its final 0 matters
@@ -143,12 +148,16 @@ struct Device::State {
     });
     busy_refs.fetch_sub(1, std::memory_order_release);  // pairs with the destructor's acquire
   }
-  // The lane whose drain task is calling, when that task is the lane's only one: a stream that
+  // The lane draining `stream` on this thread, when its task is the lane's only one: a stream that
   // re-queues itself at the end of a slice (Note [Drain slices] in stream.cpp) while nothing else of
-  // the device waits stays on its lane (Note [A stream stays on its lane]).
-  Lane* continuing_lane() const {
+  // the device waits stays on its lane (Note [A stream stays on its lane]). Any other stream this
+  // drainer schedules (one it resumed from an event record) goes to the least loaded lane.
+  Lane* continuing_lane(const Stream* stream) const {
     Lane* lane = tl_draining_lane;
-    if (lane == nullptr || lane->owner != this || lane->tasks.load(std::memory_order_relaxed) != 1) return nullptr;
+    if (stream == nullptr || stream != tl_draining_stream || lane == nullptr || lane->owner != this ||
+        lane->tasks.load(std::memory_order_relaxed) != 1) {
+      return nullptr;
+    }
     return lane;
   }
   Lane* least_loaded_lane() const {
@@ -291,11 +300,12 @@ void Device::synchronize() {
 }
 
 thread_local Device::State::Lane* Device::State::tl_draining_lane = nullptr;
+thread_local const Stream* Device::State::tl_draining_stream = nullptr;
 
 void Device::schedule(Stream& stream) {
   const bool pushed = s_->ready[static_cast<int>(stream.priority())].push(&stream);
   OPENREG_SIM_ASSERT(pushed, "ready queue push failed");
-  s_->submit_drain();
+  s_->submit_drain(&stream);
 }
 
 void Device::parallel(const std::function<void()>& body) { s_->compute.execute(body); }
@@ -319,10 +329,13 @@ void Device::State::drain_one(Lane& lane) {
          !ready[static_cast<int>(StreamPriority::kNormal)].pop(next)) {
     cpu_relax();
   }
-  Lane* const outer = tl_draining_lane;  // a drain never nests, but restore rather than assume
+  Lane* const outer_lane = tl_draining_lane;  // a drain never nests, but restore rather than assume
+  const Stream* const outer_stream = tl_draining_stream;
   tl_draining_lane = &lane;
+  tl_draining_stream = next;
   next->drain();
-  tl_draining_lane = outer;
+  tl_draining_lane = outer_lane;
+  tl_draining_stream = outer_stream;
   lane.tasks.fetch_sub(1, std::memory_order_relaxed);
   busy_refs.fetch_sub(1, std::memory_order_release);  // last touch of the device
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "openreg/sim/device.h"
+#include "openreg/sim/event.h"
 #include "openreg/sim/runtime.h"
 #include "sim_test_util.h"
 
@@ -129,6 +130,28 @@ TEST(ElasticConcurrency, ALoneStreamKeepsItsComputeThreadAcrossSlices) {
   }
   stream.synchronize();
   EXPECT_EQ(threads.size(), 1u) << "the stream's kernels ran on " << threads.size() << " compute threads";
+}
+
+// ... but a stream that its drainer wakes (an event record it completes releases another stream's
+// wait) is not queued behind it on that lane: the two run side by side.
+TEST(ElasticConcurrency, AStreamWokenByAnotherStreamsDrainerRunsBesideIt) {
+  if (cores() < 2) GTEST_SKIP() << "needs two cores to observe parallelism";
+  Runtime runtime(test::make_config(1, 2));
+  Device& device = runtime.device(0);
+  auto a = device.create_stream();
+  auto b = device.create_stream();
+  test::Gate gate;
+  a->launch("hold", [&] { EXPECT_TRUE(gate.wait()); });
+  auto recorded = Event::create();
+  a->record(recorded);
+  Rendezvous meet(2);
+  a->launch("meet a", [&] { meet(); });
+  b->wait(recorded);  // released by a's drainer when it completes the record
+  b->launch("meet b", [&] { meet(); });
+  gate.open();
+  a->synchronize();
+  b->synchronize();
+  EXPECT_EQ(meet.met.load(), 2) << "the woken stream waited behind its waker's kernel";
 }
 
 }  // namespace
