@@ -30,8 +30,8 @@ class HeldHostBlocks {
     limit_ = std::max<std::size_t>(std::size_t{64} << 20, physical / 16);
   }
 
-  //! A held block of at least `bytes` (and at most twice that), with its size; nullptr when none.
-  void* take(std::size_t bytes, std::size_t* block_bytes) {
+  //! A held block of at least `bytes` (and at most twice that); nullptr when none.
+  void* take(std::size_t bytes) {
     std::vector<Entry> expired;
     void* found = nullptr;
     {
@@ -40,7 +40,6 @@ class HeldHostBlocks {
       auto it = held_.lower_bound(bytes);
       if (it != held_.end() && it->first / 2 <= bytes) {
         found = it->second.block;
-        *block_bytes = it->first;
         held_bytes_ -= it->first;
         held_.erase(it);
       }

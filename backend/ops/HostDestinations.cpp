@@ -67,8 +67,7 @@ class HostDestinationCache {
   // A block of at least `bytes`, or nullptr when the system refuses the mapping.
   Block* take(std::size_t bytes) {
     const std::size_t want = round_up(bytes);
-    std::size_t held_bytes = 0;
-    if (void* held = held_.take(want, &held_bytes)) return static_cast<Block*>(held);
+    if (void* held = held_.take(want)) return static_cast<Block*>(held);
     void* base = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return nullptr;
     return new Block{base, want};

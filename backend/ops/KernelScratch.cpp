@@ -21,8 +21,9 @@
 //    interface keeps working: raw_deleter() is the replaced allocator's, and a block given to
 //    raw_allocate is freed by it with free_cpu, which is right for an alloc_cpu block (the cache just
 //    never sees it again).
-//  - A tensor may outlive its kernel (a kernel may cache one) and be freed on any thread: one mutex
-//    guards the cache; alloc_cpu and free_cpu run outside it. The cache and the allocator are leaked
+//  - A tensor may outlive its kernel (a kernel may cache one) and be freed on any thread: the held
+//    blocks and the table of block sizes each have a mutex (never held together); alloc_cpu and
+//    free_cpu run outside both. The cache and the allocator are leaked
 //    on purpose: storages keep a pointer to their allocator and may be freed during static destruction.
 
 #include "backend/ops/KernelScratch.h"
@@ -57,8 +58,7 @@ class ScratchCache {
   //! A block of at least `bytes`: a held one, or a new one from c10::alloc_cpu (which throws when the
   //! system refuses).
   void* take(std::size_t bytes) {
-    std::size_t held_bytes = 0;
-    if (void* held = held_.take(bytes, &held_bytes)) return held;
+    if (void* held = held_.take(bytes)) return held;
     void* data = c10::alloc_cpu(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     size_of_[data] = bytes;  // overwrites what a block freed through the raw interface left here

@@ -40,8 +40,8 @@ using torch::jit::Stack;
 // reach the kernel, and the host pays for copying a few integers instead of two allocations and a
 // TensorImpl per tensor. Tensors sharing a storage get aliases sharing one storage, as an
 // AliasConverter gives them (Arguments.h), so the CPU kernel's overlap checks behave as on CPU: one
-// storage table serves all of an op's tensors, single or in lists (cat, stack, index, the foreach
-// ops' lists), whose recipes name their list and position. A list holding anything but openreg
+// storage table serves all of an op's tensors, single or in lists (cat, stack, index, index_put_),
+// whose recipes name their list and position. A list holding anything but openreg
 // tensors (and, for Tensor?[], None) converts on the host with an AliasConverter instead.
 
 //! One distinct device storage an item's aliases share.
