@@ -15,6 +15,7 @@
 
 #include "copy_engine.h"
 #include "cpu_relax.h"
+#include "host_wait.h"
 #include "internal_check.h"
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/trace.h"
@@ -277,7 +278,10 @@ std::uint64_t Device::wait_idle() {
 
 void Device::synchronize() {
   const std::vector<std::shared_ptr<Stream>> all = s_->all_streams();
-  for (auto& st : all) st->wait_idle();
+  {
+    InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
+    for (auto& st : all) st->wait_idle();
+  }
   // Every stream's unreported failures are taken (so reported here, once), not just the first one's.
   std::string first;
   std::uint64_t others = 0;

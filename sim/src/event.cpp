@@ -5,6 +5,7 @@
 #include <string>
 
 #include "event_record.h"
+#include "host_wait.h"
 #include "internal_check.h"
 #include "openreg/sim/error.h"
 #include "openreg/sim/stream.h"
@@ -69,7 +70,10 @@ bool Event::query() {
 void Event::synchronize() {
   std::shared_ptr<EventRecord> record = latest();
   if (!record) return;
-  record->done.wait_at_least(1);
+  {
+    InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
+    record->done.wait_at_least(1);
+  }
   if (!record->failure.empty() && !record->failure_reported.exchange(true, std::memory_order_relaxed)) {
     throw Error(Errc::kWorkFailed, record->failure);
   }

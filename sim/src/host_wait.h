@@ -1,0 +1,26 @@
+#pragma once
+// Which host waits are interruptible (Note [Interruptible host waits] in host_wait.cpp).
+
+#include "openreg/sim/host_wait.h"
+
+namespace openreg::sim {
+
+//! While alive, the calling thread's sleeping waits run the installed HostWaitCheck (and so may throw).
+//! Opened by the synchronize() entry points only: teardown, destructors and the launch-queue bound
+//! wait uninterruptibly.
+class InterruptibleHostWait {
+ public:
+  InterruptibleHostWait() noexcept;
+  ~InterruptibleHostWait();
+  InterruptibleHostWait(const InterruptibleHostWait&) = delete;
+  InterruptibleHostWait& operator=(const InterruptibleHostWait&) = delete;
+
+ private:
+  bool previous_;
+};
+
+//! The check a sleeping wait on this thread runs now: the installed one inside an
+//! InterruptibleHostWait, else nullptr.
+HostWaitCheck host_wait_check_here() noexcept;
+
+}  // namespace openreg::sim
