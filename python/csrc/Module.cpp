@@ -3,6 +3,7 @@
 // Python exceptions torch uses (torch.AcceleratorError, IndexError, ValueError, torch.OutOfMemoryError,
 // RuntimeError); the _no_gil variants release the GIL while they wait on devices.
 
+#include "backend/AutogradExit.h"
 #include "backend/OpenRegAllocator.h"
 #include "backend/OpenRegFork.h"
 #include "backend/OpenRegGenerator.h"
@@ -28,6 +29,7 @@ void bind_sync_debug(pybind11::module_& m);  // SyncDebugBindings.cpp
 void bind_sanitizer(pybind11::module_& m);   // SanitizerBindings.cpp
 void bind_compile(pybind11::module_& m);     // CompileBindings.cpp
 void bind_distributed(pybind11::module_& m);  // DistributedBindings.cpp
+void bind_host_wait(pybind11::module_& m);    // HostWaitBindings.cpp
 
 namespace {
 
@@ -47,6 +49,7 @@ PYBIND11_MODULE(_C, m) {
   bind_sanitizer(m);
   bind_compile(m);
   bind_distributed(m);
+  bind_host_wait(m);
 
   // --- runtime and devices ---
   m.def("_init", torch::wrap_pybind_function([] { ore::init(); }));
@@ -61,6 +64,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", torch::wrap_pybind_function_no_gil([](std::int64_t device) {
           ore::synchronize_device(to_index(device));
         }));
+  m.def("_settle_autograd_threads", [] { ore::settle_autograd_device_threads(); },
+        py::call_guard<py::gil_scoped_release>());
   m.def("_drain_at_exit", [] { ore::drain_at_exit(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_format_bytes", [](std::uint64_t bytes) { return ore::format_bytes(bytes); });
   m.def("_get_device_properties", torch::wrap_pybind_function([](std::int64_t device) {

@@ -13,6 +13,13 @@ _lock = threading.Lock()
 _registered = False
 
 
+def _at_exit() -> None:
+    from torch_openreg import _C
+
+    _C._settle_autograd_threads()
+    _C._drain_at_exit()
+
+
 def register() -> None:
     """Loads the compiled backend and registers device, module and generated methods (idempotent)."""
     global _registered
@@ -51,6 +58,8 @@ def register() -> None:
 
         _distributed.register()
         # The C++ runtime drains queued work at exit() (Note [Teardown at exit] in
-        # sim/src/runtime.cpp); the interpreter finalizes before that, so it drains here first too.
-        atexit.register(_C._drain_at_exit)
+        # sim/src/runtime.cpp); the interpreter finalizes before that, so it drains here first too,
+        # after letting the autograd engine's device threads drop what they hold (Note [Autograd
+        # device threads at exit] in backend/AutogradExit.cpp).
+        atexit.register(_at_exit)
         _registered = True

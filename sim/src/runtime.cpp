@@ -122,7 +122,8 @@ pid_t g_global_runtime_pid = 0;
 }  // namespace
 
 namespace detail {
-bool running_device_work() noexcept;  // stream.cpp
+bool running_device_work() noexcept;             // stream.cpp
+std::uint64_t device_thread_enqueues() noexcept;  // stream.cpp
 }  // namespace detail
 
 Runtime& Runtime::global() {
@@ -148,19 +149,19 @@ Runtime& Runtime::global() {
 void Runtime::drain_at_exit() noexcept {
   Runtime* runtime = g_global_runtime.load(std::memory_order_acquire);
   if (runtime == nullptr || getpid() != g_global_runtime_pid || detail::running_device_work()) return;
-  // Work may queue more work (a host callback launching onto another stream), so passes repeat until
-  // one counts no item the pass before had not: the pass before waited for all of them, and an item
-  // that queued more had been counted, so its enqueue happened before this pass counted. A device
-  // started during the drain is covered by the next pass.
+  // Work may queue more work (a kernel or host callback launching onto another stream, perhaps of a
+  // device not started yet), so passes repeat until one ends with no item enqueued from a device thread
+  // since the pass began: each pass waits for everything enqueued before it, and an item that queued
+  // more did so before it completed, so before the pass that waited for it ended. Host threads are not
+  // chased: a thread that keeps issuing while the process exits (a Python daemon thread) would keep the
+  // drain from ever ending (it did: the exit hung); what it issued before the drain began is drained.
   try {
-    std::uint64_t previous = ~std::uint64_t{0};
     for (;;) {
-      std::uint64_t enqueued = 0;
+      const std::uint64_t before = detail::device_thread_enqueues();
       for (int i = 0; i < runtime->s_->config.device_count; ++i) {
-        if (Device* d = runtime->s_->started[i].load(std::memory_order_acquire)) enqueued += d->wait_idle();
+        if (Device* d = runtime->s_->started[i].load(std::memory_order_acquire)) d->wait_idle();
       }
-      if (enqueued == previous) return;
-      previous = enqueued;
+      if (detail::device_thread_enqueues() == before) return;
     }
   } catch (...) {
     // Out of memory for a list of streams: exit goes on without the drain rather than terminate.

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "copy_engine.h"
+#include "host_wait.h"
 #include "internal_check.h"
 #include "openreg/sim/device.h"
 #include "openreg/sim/event.h"
@@ -79,6 +80,14 @@ namespace detail {
 // For Note [Teardown at exit] (runtime.cpp): an exit() from a kernel or host callback must not wait for
 // the device work it is part of.
 bool running_device_work() noexcept { return on_device_thread(); }
+
+namespace {
+// Items enqueued from device threads (by kernels and host callbacks). Relaxed: the drain reads it after
+// waiting for the items that enqueued, whose completion (seq_cst) orders the increment before its read.
+std::atomic<std::uint64_t> g_device_thread_enqueues{0};
+}  // namespace
+
+std::uint64_t device_thread_enqueues() noexcept { return g_device_thread_enqueues.load(std::memory_order_relaxed); }
 }  // namespace detail
 
 struct Stream::State {
@@ -205,7 +214,9 @@ void Stream::enqueue(WorkItem* item) {
   // producer still held by the bound, which the same completions release).
   const std::uint64_t ticket = s_->enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
   const bool marker = item->kind == ItemKind::kEventRecord || item->kind == ItemKind::kEventWait;
-  if (ticket > s_->queue_depth && !marker && !on_device_thread()) {
+  if (on_device_thread()) {
+    detail::g_device_thread_enqueues.fetch_add(1, std::memory_order_relaxed);
+  } else if (ticket > s_->queue_depth && !marker) {
     s_->completed.wait_at_least(ticket - s_->queue_depth);
   }
   const bool pushed = s_->queue.push(item);
@@ -346,7 +357,10 @@ void Stream::synchronize() {
     throw_error(Errc::kInvalidArgument, "synchronize of openreg:" + std::to_string(device_index()) + " stream " +
                                             std::to_string(s_->id) + " from one of its own work items would never return");
   }
-  wait_idle();
+  {
+    InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
+    wait_idle();
+  }
   std::string message;
   if (take_error(&message)) throw Error(Errc::kWorkFailed, message);
 }

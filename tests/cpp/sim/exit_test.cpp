@@ -118,6 +118,34 @@ TEST_F(ExitTest, TheDrainFromDeviceWorkDoesNotWaitForItself) {
       ::testing::ExitedWithCode(0), "");
 }
 
+TEST_F(ExitTest, AHostThreadThatKeepsIssuingDoesNotHoldTheDrainForever) {
+  // As a Python daemon thread that issues ops while the program exits: the drain waits for what was
+  // queued when it began (and what that work queues), then ends. It chased every new item before, and
+  // the exit hung.
+  setenv("OPENREG_DEVICE_COUNT", "2", 1);
+  EXPECT_EXIT(
+      {
+        Stream& stream = *Runtime::global().device(0).default_stream();
+        std::atomic<bool> issuing{false};
+        std::thread([&] {
+          for (;;) {
+            stream.launch("daemon", [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
+            issuing.store(true);
+          }
+        }).detach();
+        while (!issuing.load()) std::this_thread::yield();
+        std::thread drain([] {
+          Runtime::drain_at_exit();
+          std::fprintf(stderr, "drained\n");
+          std::_Exit(0);
+        });
+        drain.detach();
+        std::this_thread::sleep_for(test::kDeadline);
+        std::_Exit(7);  // the drain never ended
+      },
+      ::testing::ExitedWithCode(0), "drained");
+}
+
 TEST(Exit, AForkedChildDoesNotWaitForItsParentsWork) {
   setenv("OPENREG_DEVICE_COUNT", "2", 1);
   Stream& stream = *Runtime::global().device(1).default_stream();
