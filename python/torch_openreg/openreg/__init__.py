@@ -100,6 +100,11 @@ def priority_range() -> tuple[int, int]:
 
 
 def __getattr__(name: str) -> object:
+    # torch's own code reads torch.cuda._initialized (torch.utils.checkpoint saves and restores the
+    # device's RNG state around a recomputation only when it is true); computed on each read, since the
+    # runtime may start from C++ (the first tensor) without passing through Python.
+    if name == "_initialized":
+        return is_initialized()
     # The package lives at torch_openreg.openreg but users reach it as torch.openreg: name that one.
     raise AttributeError(f"module 'torch.openreg' has no attribute '{name}'")
 
