@@ -11,11 +11,14 @@ PNG Gantt chart.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
+import tempfile
 import threading
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Union
 
 __all__ = ["trace", "TraceRecord", "records_to_chrome", "write_chrome_trace"]
 
@@ -70,27 +73,126 @@ def records_to_chrome(records: List[TraceRecord]) -> dict:
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
-def write_chrome_trace(records: List[TraceRecord], path: str) -> None:
-    """Writes ``records`` as Chrome trace JSON to ``path`` (atomically: a partial file never appears)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(records_to_chrome(records), f)
-    os.replace(tmp, path)
+# Note [Writing the trace file]
+# The file appears whole or not at all: the JSON goes to a temporary file in the destination's directory,
+# which then replaces the destination (rename is atomic within a file system). The temporary file gets a
+# random name, created exclusively (tempfile.mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), so nothing planted at a
+# guessable name (a symlink at "run.json.tmp") is ever written through, and it is removed whenever the
+# write fails (a full disk midway, a destination that became a directory). The destination must be a
+# regular file or a new path: a rename would replace a device node, a fifo or a symlink (with what it
+# points to left as it was) by a JSON file, so those are refused, never followed. trace() checks all of
+# this, and that a file can be created there, when it is called, so a bad path fails before the traced
+# work runs rather than after it.
+
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
+def _check_destination(path: str) -> None:
+    """Raises the OSError that names why ``path`` cannot receive a trace file: its directory is missing
+    (FileNotFoundError) or is not a directory (NotADirectoryError), ``path`` is a file we may not write
+    (PermissionError), or it exists and is not a regular file (IsADirectoryError, or OSError ELOOP for a
+    symlink, EINVAL for a device node, fifo or socket). Nothing is followed: a symlink is refused
+    whatever it points to."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(path) or "."
+        try:
+            is_dir = stat.S_ISDIR(os.stat(parent).st_mode)
+        except OSError as e:  # OSError(errno, ...) is the matching subclass: FileNotFoundError, ...
+            raise OSError(e.errno, f"{e.strerror} (the directory {parent!r})", path) from None
+        if not is_dir:
+            raise NotADirectoryError(errno.ENOTDIR, f"{os.strerror(errno.ENOTDIR)}: {parent!r}", path) from None
+        return
+    if stat.S_ISREG(st.st_mode):
+        if not os.access(path, os.W_OK):  # open(path, "w") would refuse it; a rename would not
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "torch.openreg.trace: the destination is a symbolic link, which is never "
+                      "followed; pass the path it points to", path)
+    kind = "fifo" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode) else "device node"
+    raise OSError(errno.EINVAL, f"torch.openreg.trace: the destination is a {kind}, not a regular file", path)
+
+
+def _create_temporary(path: str) -> tuple[int, str]:
+    """An exclusively created, empty temporary file next to ``path``: (descriptor, its path)."""
+    directory, name = os.path.split(path)
+    try:
+        return tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
+    except OSError as e:  # named by the destination, as open(path, "w") would, not by the random name
+        raise OSError(e.errno, f"{e.strerror} (creating a file in {directory or '.'!r})", path) from None
+
+
+def _new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file (0o666 less the umask); mkstemp's files are 0o600."""
+    try:
+        with open("/proc/self/status") as f:  # reads the umask without changing it (Linux 4.7+)
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # without /proc, setting it is the only way to read it: restored at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _fspath(path: PathLike) -> str:
+    return os.fsdecode(os.fspath(path))
+
+
+def write_chrome_trace(records: List[TraceRecord], path: PathLike) -> None:
+    """Writes ``records`` as Chrome trace JSON to ``path``, atomically: a partial file never appears,
+    and a failure leaves nothing behind (Note [Writing the trace file])."""
+    path = _fspath(path)
+    _check_destination(path)
+    doc = records_to_chrome(records)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # an existing file keeps its mode
+    except FileNotFoundError:
+        mode = _new_file_mode()
+    fd, tmp = _create_temporary(path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), mode)
+            json.dump(doc, f)
+        _check_destination(path)  # it may have changed while the trace ran
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 class trace:
     """Context manager that records the devices' timeline while active.
 
     Args:
-        path: where to write Chrome trace JSON on exit (``None``: keep the records only).
+        path: where to write Chrome trace JSON on exit (``None``: keep the records only): a new path or a
+            regular file, in a directory where files can be created. Anything else raises OSError here,
+            when ``trace`` is called, not at exit (Note [Writing the trace file]).
 
     After exit, ``.records`` holds the :class:`TraceRecord` list. Only one trace may be active in a
     process at a time (tracing is process-wide, like the devices); nesting raises RuntimeError.
     Exiting synchronizes every device first, so the timeline holds all work issued inside the block.
     """
 
-    def __init__(self, path: Optional[str] = None):
-        self.path = path
+    def __init__(self, path: Optional[PathLike] = None):
+        self.path: Optional[str] = None
+        if path is not None:
+            self.path = _fspath(path)
+            # A bad path raises here, before the traced work: what open(path, "w") would raise
+            # (FileNotFoundError, PermissionError, ...), or a refusal of a destination that is not a
+            # regular file (Note [Writing the trace file]). The probe file is removed at once.
+            _check_destination(self.path)
+            fd, probe = _create_temporary(self.path)
+            os.close(fd)
+            os.unlink(probe)
         self.records: List[TraceRecord] = []
 
     def __enter__(self) -> "trace":

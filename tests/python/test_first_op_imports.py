@@ -68,3 +68,32 @@ def test_shape_pass_on_cpu_gives_cpus_geometry_and_values(run_python, check_ok):
         torch.openreg.manual_seed(5)
         assert torch.equal(torch.randn(8, device="openreg").cpu(), r1)
     """))
+
+
+def test_first_time_op_shapes_import_no_python_module(run_python, check_ok):
+    # Large storages (16 MB, past what the shape pass once ran on CPU scratch) and 0-d operands: their
+    # Python Meta kernels imported torch._dynamo and sympy (1 s) at the first such op. Nothing is warmed:
+    # the first op also starts the runtime.
+    check_ok(run_python("""
+        import sys, torch
+        before = set(sys.modules)
+        big = torch.randn(2000, 2000, device="openreg")              # random, large
+        two = torch.tensor(2.0, device="openreg")                    # a 0-d device tensor
+        ints = torch.ones(2000, 2000, device="openreg", dtype=torch.int32)
+        results = [
+            big * two, two * big, big + torch.tensor(2, device="openreg"),   # mixed 0-d / large
+            ints * two, ints / 3, ints + 2.5,                                # type promotion
+            big.t() * two, big[::2, 1:].exp(), big.view(-1)[:10].sin(),      # views
+            big.sum(), big.mean(1), big.amax(0), ints.sum(dtype=torch.int64),  # reductions
+            big.clone().mul_(two), big.clone().add_(big, alpha=0.5), big.clone().clamp_(min=two),  # in place
+            torch.empty(2000, 2000, device="openreg").normal_(), torch.rand_like(big),  # random
+            torch.nn.functional.dropout(big, 0.5), torch.empty_like(big).uniform_(),
+            torch.where(big > 0, two, torch.tensor(0.0, device="openreg")), big.pow(two),
+            torch.lerp(big, big, two), big.masked_fill(big > 0, two),
+        ]
+        torch.openreg.synchronize()
+        for r in results:
+            r.cpu()
+        new = sorted(set(sys.modules) - before)
+        assert not new, new
+    """))

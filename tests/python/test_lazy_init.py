@@ -52,3 +52,24 @@ def test_lazy_initialization(run_python, check_ok):
     proc = run_python(LAZY_SCRIPT)
     check_ok(proc)
     assert "LAZY_OK" in proc.stdout
+
+
+def test_a_failed_deferred_call_is_reported_and_drops_no_later_call(run_python, check_ok):
+    # Note [A failed deferred call]: seeds run after the other queued calls, so a failing
+    # set_rng_state used to drop the earlier manual_seed, and the program ran on unseeded.
+    check_ok(run_python("""
+        import torch
+        torch.openreg.manual_seed(123)
+        torch.openreg.set_rng_state(torch.zeros(3, dtype=torch.uint8), 0)  # not a state: fails when run
+        assert not torch.openreg.is_initialized()  # both calls were queued
+        try:
+            torch.ones(2, device="openreg")
+        except torch.openreg.DeferredOpenRegCallError as e:
+            assert "RNG state is wrong size" in str(e) and "in set_rng_state" in str(e), str(e)
+        else:
+            raise AssertionError("the failed call was not reported")
+        assert torch.openreg.initial_seed() == 123  # the call queued behind it ran
+        first = torch.randn(8, device="openreg").cpu()
+        torch.openreg.manual_seed(123)
+        assert torch.equal(torch.randn(8, device="openreg").cpu(), first)
+    """))

@@ -1,5 +1,6 @@
 """Memory: the caching allocator's statistics through torch.openreg and torch.accelerator."""
 
+import pytest
 import torch
 
 MiB = 1 << 20
@@ -110,3 +111,21 @@ def test_mem_get_info_reports_the_capacity():
     free, total = torch.openreg.mem_get_info(1)
     assert total == torch.openreg.get_device_properties(1).total_memory
     assert 0 <= free <= total
+
+
+@pytest.mark.parametrize("size, error", [(1.5, TypeError), (-0.5, TypeError), (2.0, TypeError), ("8", TypeError),
+                                         (-1, ValueError)])
+def test_caching_allocator_alloc_refuses_a_size_that_is_not_a_byte_count(size, error):
+    # int() made 1.5 one byte and -0.5 a null pointer
+    with pytest.raises(error, match="size"):
+        torch.openreg.caching_allocator_alloc(size)
+
+
+def test_memory_functions_taking_counts_refuse_floats():
+    p = torch.openreg.caching_allocator_alloc(512)
+    with pytest.raises(TypeError, match="mem_ptr"):
+        torch.openreg.caching_allocator_delete(float(p))  # int() freed it
+    torch.openreg.caching_allocator_delete(p)  # still live: freed here
+    with pytest.raises(TypeError, match="max_entries"):
+        torch.openreg.memory._record_memory_history(max_entries=10.5)
+    torch.openreg.memory._record_memory_history(None)

@@ -224,3 +224,27 @@ def test_external_stream_is_refused_clearly():
     s = torch.openreg.Stream()
     with pytest.raises(RuntimeError, match="ExternalStream is not supported"):
         torch.openreg.ExternalStream(s.native_handle)
+
+
+def _not_events():
+    return [torch.openreg.Stream(), torch.openreg.current_stream(), 3, None, "event", torch.ones(1, device="openreg")]
+
+
+def test_stream_methods_refuse_an_argument_of_the_wrong_type_with_a_type_error():
+    # Note [Stream methods check their argument]: torch.Stream read any object as an Event or a Stream.
+    s = torch.openreg.Stream()
+    for bad in _not_events():
+        with pytest.raises(TypeError, match="expected a torch.Event"):
+            s.wait_event(bad)
+        if bad is not None:  # record_event(None) records a new event
+            with pytest.raises(TypeError, match="expected a torch.Event"):
+                s.record_event(bad)
+    for bad in (torch.openreg.Event(), 3, None, "stream", torch.ones(1, device="openreg")):
+        with pytest.raises(TypeError, match="expected a torch.Stream"):
+            s.wait_stream(bad)
+    # the right types still work
+    e = s.record_event()
+    assert isinstance(e, torch.Event)
+    torch.openreg.current_stream().wait_event(e)
+    torch.openreg.current_stream().wait_stream(s)
+    assert s.record_event(torch.openreg.Event()).device.type == "openreg"

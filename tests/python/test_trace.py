@@ -1,9 +1,13 @@
 """torch.openreg.trace: the device timeline as Chrome trace JSON, and its PNG rendering."""
 
+import errno
 import importlib.util
 import json
+import os
+import stat
 from pathlib import Path
 
+import pytest
 import torch
 
 
@@ -62,3 +66,88 @@ def test_timeline_png(tmp_path):
     png = render(str(path), str(tmp_path / "run.png"))
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# Note [Writing the trace file] (python/torch_openreg/trace.py): the temporary file, bad destinations,
+# failures midway.
+
+
+def _traced_work():
+    torch.ones(64, device="openreg:0").add_(1).cpu()
+
+
+def test_a_symlink_planted_at_the_old_temporary_name_is_never_written_through(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    path = tmp_path / "run.json"
+    (tmp_path / "run.json.tmp").symlink_to(victim)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    with torch.openreg.trace(path):
+        _traced_work()
+    assert victim.read_text() == "keep"
+    assert json.loads(path.read_text())["traceEvents"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask  # as open(path, "w") makes it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "run.json.tmp", "victim"]
+    assert (tmp_path / "run.json.tmp").is_symlink()
+
+
+def _bad_destinations(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "a-dir").mkdir()
+    os.mkfifo(tmp_path / "a-fifo")
+    (tmp_path / "to-a-fifo").symlink_to(tmp_path / "a-fifo")
+    (tmp_path / "to-a-device").symlink_to("/dev/null")
+    (tmp_path / "to-a-file").symlink_to(tmp_path / "a-file")
+    return [
+        (tmp_path / "missing-dir" / "run.json", FileNotFoundError, errno.ENOENT),
+        (tmp_path / "a-file" / "run.json", NotADirectoryError, errno.ENOTDIR),
+        (tmp_path / "a-dir", IsADirectoryError, errno.EISDIR),
+        (tmp_path / "a-fifo", OSError, errno.EINVAL),
+        (tmp_path / "to-a-fifo", OSError, errno.ELOOP),
+        (tmp_path / "to-a-device", OSError, errno.ELOOP),
+        (tmp_path / "to-a-file", OSError, errno.ELOOP),
+    ]
+
+
+def test_a_bad_destination_raises_at_the_call_and_leaves_nothing(tmp_path):
+    for path, error, code in _bad_destinations(tmp_path):
+        before = sorted(p.name for p in tmp_path.iterdir())
+        with pytest.raises(error) as info:
+            torch.openreg.trace(path)  # before any traced work: not at exit
+        assert info.value.errno == code, (path, info.value)
+        assert str(path) in str(info.value)
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, path
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_directory_where_no_file_can_be_created_raises_at_the_call(tmp_path):
+    # sysfs refuses new files to everyone, root included (a read-only directory would not stop root).
+    path = "/sys/openreg-trace.json"
+    with pytest.raises(OSError) as want:
+        open(path, "w")
+    with pytest.raises(type(want.value)) as got:
+        torch.openreg.trace(path)
+    assert got.value.errno == want.value.errno and path in str(got.value)
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(run_python, check_ok, tmp_path):
+    # A file size limit makes the JSON write fail partway (EFBIG), as a full disk does (ENOSPC).
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    check_ok(run_python(f"""
+        import errno, os, resource, signal, torch
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+        try:
+            with torch.openreg.trace({str(path)!r}) as t:
+                for _ in range(200):
+                    torch.ones(8, device="openreg").add_(1)
+        except OSError as e:
+            assert e.errno == errno.EFBIG, e
+        else:
+            raise AssertionError("the write did not fail")
+        assert len(t.records) >= 200
+        assert sorted(os.listdir({str(tmp_path)!r})) == ["run.json"], os.listdir({str(tmp_path)!r})
+        assert open({str(path)!r}).read() == "old"
+    """))

@@ -7,10 +7,55 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/TensorImpl.h>
 
+#include <sys/mman.h>
+
 #include <cstring>
 
 namespace at::openreg {
 namespace {
+
+//! Zero-filled host bytes for the shape pass's scratch stand-ins (Note [Meta kernels written in Python]
+//! in ShapePass.cpp). Small blocks come from the CPU allocator and are cleared; large ones are fresh
+//! anonymous mappings, whose pages the kernel supplies as zeros only when touched. A scratch copy of a
+//! large storage therefore costs no memset and no resident memory beyond the pages the CPU kernel reads
+//! (mapped to the shared zero page) or writes, so the scratch needs no size bound.
+class ZeroedScratchAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(std::size_t nbytes) override {
+    if (nbytes < kMapAtLeast) {
+      c10::DataPtr small = c10::GetAllocator(c10::kCPU)->allocate(nbytes);
+      if (nbytes > 0) std::memset(small.get(), 0, nbytes);
+      return small;
+    }
+    void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    TORCH_CHECK_WITH(OutOfMemoryError, p != MAP_FAILED, "openreg shape pass: cannot map ", nbytes,
+                     " bytes of scratch memory");
+    return {p, new Mapping{p, nbytes}, &unmap, c10::Device(c10::kCPU)};
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  static constexpr std::size_t kMapAtLeast = std::size_t{1} << 20;  // below it, clearing is cheaper
+
+  struct Mapping {
+    void* data;
+    std::size_t bytes;
+  };
+
+  static void unmap(void* ctx) {
+    auto* m = static_cast<Mapping*>(ctx);
+    munmap(m->data, m->bytes);
+    delete m;
+  }
+};
+
+c10::Allocator* zeroed_scratch_allocator() {
+  static auto* allocator = new ZeroedScratchAllocator();  // leaked: scratch may be freed during teardown
+  return allocator;
+}
 
 c10::Storage make_standin_storage(const c10::Storage& real, AliasTarget target) {
   if (target == AliasTarget::kMeta) {
@@ -19,11 +64,10 @@ c10::Storage make_standin_storage(const c10::Storage& real, AliasTarget target) 
                         /*resizable=*/true);
   }
   if (target == AliasTarget::kCpuScratch) {
-    // Resizable for the same reason as Meta's; zeroed, so kernels read defined values (a bool is 0).
-    c10::Storage scratch(c10::Storage::use_byte_size_t(), real.nbytes(), c10::GetAllocator(c10::kCPU),
-                         /*resizable=*/true);
-    if (real.nbytes() > 0) std::memset(scratch.mutable_data(), 0, real.nbytes());
-    return scratch;
+    // Resizable for the same reason as Meta's (a resize also takes zeroed bytes); zeroed, so kernels
+    // read defined values (a bool is 0).
+    return c10::Storage(c10::Storage::use_byte_size_t(), real.nbytes(), zeroed_scratch_allocator(),
+                        /*resizable=*/true);
   }
   return cpu_storage_over(const_cast<void*>(real.data_ptr().get()), real.nbytes());
 }

@@ -27,7 +27,7 @@
 namespace at::openreg {
 
 //! What an openreg storage becomes: a Meta storage, a CPU alias of the device bytes, or CPU scratch
-//! bytes of the same size (uninitialised; for running a CPU kernel only to see the results' geometry,
+//! bytes of the same size (zeroed, lazily for large ones; for running a CPU kernel only to see the results' geometry,
 //! Note [Meta kernels written in Python] in ShapePass.cpp).
 enum class AliasTarget { kMeta, kCpu, kCpuScratch };
 

@@ -23,34 +23,16 @@ namespace {
 // geometry (AliasTarget::kCpuScratch): CPU's results have the geometry the device's CPU kernel will
 // give, which is what the meta kernels imitate. Random ops draw from a private CPU generator, so no
 // generator moves; random ops without a Generator argument would draw from CPU's global one and keep
-// the Meta kernel. Scratch is bounded (kMaxShapeScratchBytes, beyond which touching the pages costs
-// more than the Python kernel), and a CPU kernel that refuses zeros (a division by an integer zero, an
-// index check) hands over to the Meta kernel: never another answer, at worst the old cost. The outcome
-// is cached per signature either way.
-constexpr size_t kMaxShapeScratchBytes = size_t{4} << 20;
+// the Meta kernel. Scratch has no size bound: a Python Meta kernel on a large storage imported
+// torch._dynamo and sympy just the same (a 1 s stall at the first large op, which also hid races from
+// schedule fuzzing), and large scratch is lazily zeroed mappings (ZeroedScratchAllocator in
+// Arguments.cpp), so it costs the CPU kernel's run once per signature, not a copy of the storage.
+// A CPU kernel that refuses zeros (a division by an integer zero, an index check) hands over to the
+// Meta kernel: never another answer, at worst the old cost. The outcome is cached per signature
+// either way.
 
-size_t openreg_storage_bytes(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
-  size_t bytes = 0;
-  const auto add = [&](const c10::IValue& v) {
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_privateuseone()) {
-      bytes += v.toTensor().storage().nbytes();  // shared storages count twice: a bound, not a size
-    }
-  };
-  for (size_t i = 0; i < plan.args.size(); ++i) {
-    if (args[i].isTensorList()) {
-      for (const at::Tensor& t : args[i].toTensorList()) add(c10::IValue(t));
-    } else if (args[i].isList()) {
-      for (const auto& e : args[i].toListRef()) add(e);
-    } else {
-      add(args[i]);
-    }
-  }
-  return bytes;
-}
-
-bool shape_pass_on_cpu(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
-  if (!plan.meta_in_python || (plan.random && plan.generator_arg < 0)) return false;
-  return openreg_storage_bytes(plan, args) <= kMaxShapeScratchBytes;
+bool shape_pass_on_cpu(const OpPlan& plan) {
+  return plan.meta_in_python && !(plan.random && plan.generator_arg < 0);
 }
 
 //! Runs `op` with dispatch key `key` on the stand-ins `conv` makes of `args`; they stay in `standins`,
@@ -88,7 +70,7 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
   std::vector<c10::IValue> standins;
   torch::jit::Stack results;
   bool ran = false;
-  if (shape_pass_on_cpu(plan, args)) {
+  if (shape_pass_on_cpu(plan)) {
     AliasConverter scratch(AliasTarget::kCpuScratch);
     ran = run_on_standins(op, plan, args, scratch, c10::DispatchKey::CPU, &standins, &results);
   }

@@ -34,6 +34,17 @@ class DeferredOpenRegCallError(Exception):
     """A call queued before initialisation failed when initialisation ran it."""
 
 
+# Note [A failed deferred call]
+# Initialisation runs every queued call, in order, even after one fails: a failure must not drop the
+# calls behind it (seeds run after the other queued calls, so a failing set_rng_state dropped an
+# earlier manual_seed, and the program ran on unseeded). The failures are then raised together, as
+# DeferredOpenRegCallError with each error and the stack of the call that queued it, from the first
+# use that started the runtime; the runtime is initialised by then, with every other queued call's
+# effect in place. (torch.cuda leaves itself uninitialised and reruns the queue at its next Python
+# call, but torch's C++ side already counts the device as initialised once a queued call that asks for
+# the current device ran, so tensor operations go on regardless; one rule for all calls is clearer.)
+
+
 def _is_in_bad_fork() -> bool:
     """Whether this is a child forked after the parent started the openreg runtime."""
     return bool(_C._is_in_bad_fork())
@@ -65,7 +76,8 @@ def init() -> None:
 
 
 def _lazy_init() -> None:
-    """Starts the runtime once (thread-safe); raises RuntimeError in a bad fork or on bad OPENREG_* variables."""
+    """Starts the runtime once (thread-safe); raises RuntimeError in a bad fork or on bad OPENREG_* variables,
+    and DeferredOpenRegCallError when a queued call failed (Note [A failed deferred call])."""
     global _initialized, _lazy_seed_tracker
     if is_initialized() or getattr(_tls, "is_initializing", False):
         return
@@ -84,15 +96,20 @@ def _lazy_init() -> None:
         calls = _queued_calls + [c for c in _lazy_seed_tracker.get_calls() if c is not None]
         _queued_calls.clear()
         _lazy_seed_tracker = _LazySeedTracker()
+        failures: list[tuple[Exception, list[str]]] = []
         try:
             for queued_call, stack in calls:
                 try:
                     queued_call()
-                except Exception as err:
-                    raise DeferredOpenRegCallError(
-                        f"openreg call failed lazily at initialization with error: {err}\n\n"
-                        f"openreg call was originally invoked at:\n\n{''.join(stack)}"
-                    ) from err
+                except Exception as err:  # reported below, after the calls behind it ran
+                    failures.append((err, stack))
         finally:
             del _tls.is_initializing
         _initialized = True
+        if failures:
+            message = "\n\n".join(
+                f"openreg call failed lazily at initialization with error: {err}\n\n"
+                f"openreg call was originally invoked at:\n\n{''.join(stack)}"
+                for err, stack in failures
+            )
+            raise DeferredOpenRegCallError(message) from failures[0][0]

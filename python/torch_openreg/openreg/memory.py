@@ -11,6 +11,7 @@ structure, so ``torch.cuda._memory_viz`` renders them.
 
 from __future__ import annotations
 
+import operator
 import pickle
 import sys
 from typing import Any, Optional
@@ -107,9 +108,24 @@ def set_per_process_memory_fraction(fraction: float, device: Device = None) -> N
     _C._set_memory_fraction(fraction, idx)
 
 
+def _count(value: Any, what: str) -> int:
+    """``value`` as a non-negative int: a float or another non-integral object raises TypeError (as
+    torch.cuda's integer arguments do; ``int()`` truncated 1.5 to 1 and -0.5 to 0), a negative value
+    ValueError."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, but got {type(value).__name__}: {value!r}") from None
+    if n < 0:
+        raise ValueError(f"{what} must not be negative, but got {n}")
+    return n
+
+
 def caching_allocator_alloc(size: int, device: Device = None, stream: Optional[torch.Stream] = None) -> int:
     """Allocates ``size`` bytes from the caching allocator for ``stream`` (default: the current stream
-    of ``device``) and returns the address; free it with ``caching_allocator_delete``."""
+    of ``device``) and returns the address; free it with ``caching_allocator_delete``. A size that is
+    not an integer raises TypeError, a negative one ValueError."""
+    size = _count(size, "caching_allocator_alloc: size")
     if isinstance(device, torch.Stream) and stream is None:  # torch.cuda accepts (size, stream)
         device, stream = None, device
     if stream is None:
@@ -125,12 +141,13 @@ def caching_allocator_alloc(size: int, device: Device = None, stream: Optional[t
         idx = _index(device)
         if stream.device_index != idx:
             raise ValueError(f"stream is on openreg:{stream.device_index}, not on openreg:{idx}")
-    return int(_C._caching_allocator_alloc(int(size), idx, stream.stream_id))
+    return int(_C._caching_allocator_alloc(size, idx, stream.stream_id))
 
 
 def caching_allocator_delete(mem_ptr: int) -> None:
-    """Frees memory returned by ``caching_allocator_alloc``; it returns to its stream's cache."""
-    _C._caching_allocator_delete(int(mem_ptr))
+    """Frees memory returned by ``caching_allocator_alloc``; it returns to its stream's cache. An
+    address that is not an integer raises TypeError; one it did not hand out, RuntimeError."""
+    _C._caching_allocator_delete(_count(mem_ptr, "caching_allocator_delete: mem_ptr"))
 
 
 def _record_memory_history(
@@ -149,8 +166,9 @@ def _record_memory_history(
     """
     if isinstance(enabled, bool):  # the legacy signature: _record_memory_history(True, ...)
         enabled = "all" if enabled else None
+    max_entries = _count(max_entries, "_record_memory_history: max_entries")
     _lazy_init()
-    _C._record_memory_history(enabled, context, stacks, int(min(max_entries, sys.maxsize)), bool(clear_history))
+    _C._record_memory_history(enabled, context, stacks, min(max_entries, sys.maxsize), bool(clear_history))
 
 
 def _snapshot(device: Device = None) -> dict[str, Any]:

@@ -56,6 +56,31 @@ class Stream(torch.Stream):
         """``(least, greatest)`` priority, as torch.cuda.Stream's: ``(0, -1)``."""
         return tuple(_C._stream_priority_range())
 
+    # Note [Stream methods check their argument]
+    # torch.Stream's wait_event, wait_stream and record_event read their argument as a torch.Event or
+    # torch.Stream without checking its type (torch/csrc/Stream.cpp), so another object's memory was
+    # taken for one: wait_event(<a Stream>) returned having waited for nothing, other objects gave
+    # errors such as "Unknown device: 112". torch.cuda.Stream's versions reach the argument's own
+    # methods, so a wrong object raises there; these check first and raise a TypeError naming the
+    # expected type.
+    def wait_event(self, event: torch.Event) -> None:
+        """Makes all work submitted to this stream later wait for ``event``'s most recent record."""
+        _check_event(event, "wait_event")
+        super().wait_event(event)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Makes all work submitted to this stream later wait for the work now submitted to ``stream``."""
+        if not isinstance(stream, torch.Stream):
+            raise TypeError(f"Stream.wait_stream: expected a torch.Stream, but got {type(stream).__name__}")
+        super().wait_stream(stream)
+
+    def record_event(self, event: Optional[torch.Event] = None) -> torch.Event:
+        """Records ``event`` (a new one when None) on this stream and returns it."""
+        if event is None:
+            return super().record_event()
+        _check_event(event, "record_event")
+        return super().record_event(event)
+
     @staticmethod
     def _wrap(stream: torch.Stream) -> "Stream":
         if isinstance(stream, Stream):
@@ -118,6 +143,11 @@ class Event(metaclass=_EventMeta):
         if interprocess:
             raise ValueError("openreg events cannot be shared between processes (interprocess=True)")
         return torch.Event(torch.device(_DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
+
+
+def _check_event(event: Any, method: str) -> None:
+    if not isinstance(event, torch.Event):
+        raise TypeError(f"Stream.{method}: expected a torch.Event, but got {type(event).__name__}")
 
 
 def _check_openreg_stream(stream: Any) -> None:
