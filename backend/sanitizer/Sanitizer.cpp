@@ -244,7 +244,8 @@ struct detail::OpAccesses {
         checker().access_runs(host_id(), *stream, kPinnedHost, runs.data(), runs.size(), kind,
                               {name, describe(t), context});
       } else {
-        checker().host_access_runs(host_id(), kPinnedHost, runs.data(), runs.size(), kind, {name, describe(t), context});
+        checker().host_access_runs(host_id(), kPinnedHost, runs.data(), runs.size(), kind,
+                                   {name, describe(t), context});
       }
     });
     return true;

@@ -61,7 +61,9 @@ void bind_sanitizer(pybind11::module_& m) {
   // in pinned memory are checked. Raises the race (raise mode) before the op runs.
   m.def("_sanitizer_host_access",
         torch::wrap_pybind_function([](const std::string& name, const std::vector<at::Tensor>& reads,
-                                       const std::vector<at::Tensor>& writes) { san::on_host_access(name, reads, writes); }));
+                                       const std::vector<at::Tensor>& writes) {
+          san::on_host_access(name, reads, writes);
+        }));
   // One collective (python/torch_openreg/_distributed.py): its openreg tensors read and written, on
   // `device`, ending at `end` (the collective's _CollectiveEvent).
   m.def("_sanitizer_collective",

@@ -197,9 +197,10 @@ TEST_F(EnvTest, BadValuesNameTheVariableTheValueAndWhatIsAccepted) {
 // every process that loaded it (`import torch` included); it is parsed with the others now.
 TEST_F(EnvTest, SanitizerModeIsParsedWithTheOtherVariables) {
   EXPECT_EQ(Config::from_env().race_check, RaceCheckMode::kOff);
-  for (const auto& [value, mode] : {std::pair{"0", RaceCheckMode::kOff}, std::pair{"1", RaceCheckMode::kRaise},
-                                    std::pair{"report", RaceCheckMode::kReport}, std::pair{" 1 ", RaceCheckMode::kRaise},
-                                    std::pair{"REPORT", RaceCheckMode::kReport}, std::pair{"", RaceCheckMode::kOff}}) {
+  for (const auto& [value, mode] :
+       {std::pair{"0", RaceCheckMode::kOff}, std::pair{"1", RaceCheckMode::kRaise},
+        std::pair{"report", RaceCheckMode::kReport}, std::pair{" 1 ", RaceCheckMode::kRaise},
+        std::pair{"REPORT", RaceCheckMode::kReport}, std::pair{"", RaceCheckMode::kOff}}) {
     setenv("OPENREG_SANITIZER", value, 1);
     EXPECT_EQ(Config::from_env().race_check, mode) << "'" << value << "'";
   }
