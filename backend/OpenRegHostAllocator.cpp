@@ -2,6 +2,7 @@
 
 #include "backend/OpenRegFork.h"
 #include "backend/OpenRegRuntime.h"
+#include "backend/sanitizer/Sanitizer.h"
 
 #include <c10/util/Exception.h>
 
@@ -36,6 +37,7 @@ void free_pinned_deleter(void* ptr) noexcept {
     return;
   }
   try {
+    std::size_t freed = 0;
     {
       HostStatsState& state = host_stats();
       std::lock_guard<std::mutex> lock(state.mutex);
@@ -46,9 +48,12 @@ void free_pinned_deleter(void* ptr) noexcept {
         state.stats.active_bytes.decrease(it->second);
         state.stats.allocated_bytes.decrease(it->second);
         state.stats.num_host_free += 1;
+        freed = it->second;
         state.sizes.erase(it);
       }
     }
+    // Before the bytes can be handed out again; outside the statistics' lock (the checker takes its own).
+    if (freed > 0) ::openreg::sanitizer::on_pinned_freed(ptr, freed);  // the copies that used it ran
     free_pinned(ptr);
   } catch (const std::exception& e) {
     try {

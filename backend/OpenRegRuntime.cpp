@@ -57,7 +57,20 @@ std::array<StreamPool, kMaxDevices>& stream_pools() {
 
 sim::Runtime& runtime() {
   check_not_in_bad_fork();
-  return translate_sim_errors([]() -> sim::Runtime& { return sim::Runtime::global(); });
+  sim::Runtime& rt = translate_sim_errors([]() -> sim::Runtime& { return sim::Runtime::global(); });
+  // Once, when the runtime first started (a bad environment threw above, and throws again on every call):
+  // Note [OPENREG_SANITIZER is read when the runtime starts] in sanitizer/Sanitizer.cpp.
+  static const bool race_checker_configured = [&] {
+    using ::openreg::sanitizer::Mode;
+    switch (rt.config().race_check) {
+      case sim::RaceCheckMode::kOff: break;
+      case sim::RaceCheckMode::kRaise: ::openreg::sanitizer::enable_from_environment(Mode::kRaise); break;
+      case sim::RaceCheckMode::kReport: ::openreg::sanitizer::enable_from_environment(Mode::kReport); break;
+    }
+    return true;
+  }();
+  (void)race_checker_configured;
+  return rt;
 }
 
 // The error code of an invalid-device AcceleratorError: CUDA's cudaErrorInvalidDevice, so code that

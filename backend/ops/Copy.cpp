@@ -206,7 +206,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (dst.numel() == 0) {
     return dst;
   }
+  // CPU's and CUDA's copy_ check this on the host, at the call (TensorIterator's memory-overlap checks):
+  // a destination that partially overlaps the source is refused, a full overlap (x.copy_(x) or the same
+  // view twice) never gets here (copy_ returns early). Our kernels would otherwise copy silently (byte
+  // copies) or fail only at the next synchronize (the kernel copy's CPU copy_ on the device thread).
   at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
   // copy_ broadcasts the source to the destination's shape.
   const at::Tensor from = src.sizes() == dst.sizes() ? src : src.expand_as(dst);
   ::openreg::sanitizer::on_copy(from, dst);

@@ -20,7 +20,7 @@ size_t RaceChecker::host_actor(uint64_t host) {
   auto it = hosts_.find(host);
   if (it != hosts_.end()) return it->second;
   size_t idx = actors_.size();
-  actors_.push_back({"host thread " + std::to_string(host), {}});
+  actors_.push_back({"host thread " + std::to_string(host), {}, true});
   hosts_.emplace(host, idx);
   return idx;
 }
@@ -54,7 +54,7 @@ std::string RaceChecker::describe(const Stamp& s, const std::string& actor, Acce
   std::ostringstream os;
   os << (kind == AccessKind::Write ? "write" : "read") << " by " << r.info.op << " on " << actor << " of "
      << (tensor.empty() ? "memory" : tensor) << " bytes [0x" << std::hex << r.begin << ", 0x" << r.end << std::dec
-     << ") on openreg:" << device;
+     << (device == kPinnedHost ? ") of pinned host memory" : ") on openreg:" + std::to_string(device));
   if (r.info.context) os << "\n  issued at:\n" << r.info.context->describe();
   return os.str();
 }
@@ -62,7 +62,9 @@ std::string RaceChecker::describe(const Stamp& s, const std::string& actor, Acce
 std::string RaceChecker::message(const Race& r) {
   return "stream race: " + describe(r.now, r.now_actor, r.now_kind, r.device) + "\nis not ordered after the earlier " +
          describe(r.prior, r.prior_actor, r.prior_kind, r.device) +
-         "\n(add an event wait, wait_stream or record_stream between them)";
+         (r.host ? "\n(synchronize the stream, an event recorded after the copy, or the device before the host uses "
+                   "the pinned memory)"
+                 : "\n(add an event wait, wait_stream or record_stream between them)");
 }
 
 void RaceChecker::access(uint64_t host, StreamId stream, int device, uint64_t begin, uint64_t end,
@@ -73,6 +75,16 @@ void RaceChecker::access(uint64_t host, StreamId stream, int device, uint64_t be
 
 void RaceChecker::access_runs(uint64_t host, StreamId stream, int device, const Range* runs, size_t n_runs,
                          AccessKind kind, const AccessInfo& info) {
+  access_impl(host, &stream, device, runs, n_runs, kind, info);
+}
+
+void RaceChecker::host_access_runs(uint64_t host, int device, const Range* runs, size_t n_runs, AccessKind kind,
+                                   const AccessInfo& info) {
+  access_impl(host, nullptr, device, runs, n_runs, kind, info);
+}
+
+void RaceChecker::access_impl(uint64_t host, const StreamId* stream, int device, const Range* runs, size_t n_runs,
+                              AccessKind kind, const AccessInfo& info) {
   if (n_runs == 0 || runs[0].begin >= runs[n_runs - 1].end) return;
   // Built before the lock: the only allocation of an access, shared by the segments it stamps.
   auto record = std::make_shared<const Record>(Record{info, runs[0].begin, runs[n_runs - 1].end});
@@ -81,7 +93,9 @@ void RaceChecker::access_runs(uint64_t host, StreamId stream, int device, const 
   {
     std::lock_guard<std::mutex> lock(mu_);
     const size_t h = host_actor(host);
-    const size_t s = stream_actor(stream);
+    // The host's own access is stamped on the host's clock: the host ticks like a stream, and the streams
+    // it issues to later join its clock, so its access happens before their later work.
+    const size_t s = stream != nullptr ? stream_actor(*stream) : h;
     // The op's clock is the join of the stream's and the issuing host thread's, read in place: a raised
     // race must leave every clock as it was, and copying it on every access was most of its cost.
     const Clock& stream_clock = actors_[s].clock;
@@ -95,7 +109,8 @@ void RaceChecker::access_runs(uint64_t host, StreamId stream, int device, const 
       // One report per (earlier op, this op): a range split into segments names each pair once.
       for (const Race& r : races)
         if (r.prior.actor == prior.actor && r.prior.epoch == prior.epoch) return;
-      races.push_back({prior, now, prior_kind, kind, actors_[prior.actor].name, actors_[s].name, device});
+      races.push_back({prior, now, prior_kind, kind, actors_[prior.actor].name, actors_[s].name, device,
+                       actors_[s].host || actors_[prior.actor].host});
     };
     for (size_t i = 0; i < n_runs && (mode_ == Mode::Record || races.empty()); ++i) {
       const Range& run = runs[i];
@@ -116,7 +131,7 @@ void RaceChecker::access_runs(uint64_t host, StreamId stream, int device, const 
       reports_.push_back({""});  // counted now; the message is built below, outside the lock
     } else {
       Clock& clock = actors_[s].clock;
-      join(clock, actors_[h].clock);
+      if (s != h) join(clock, actors_[h].clock);
       if (clock.size() <= s) clock.resize(s + 1, 0);
       clock[s] = epoch;
       for (size_t i = 0; i < n_runs; ++i) stamp(segs, runs[i], kind, now);
@@ -228,6 +243,33 @@ void RaceChecker::free_block(uint64_t host, int device, uint64_t begin, uint64_t
     std::erase_if(seg.reads, [&](const Stamp& r) { return ordered(covered, r); });
     if (!seg.has_write && seg.reads.empty()) it = segs.erase(it); else ++it;
   }
+}
+
+bool RaceChecker::has_unordered_for_host(uint64_t host, int device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto h = hosts_.find(host);
+  const auto mem = memory_.find(device);
+  if (mem == memory_.end()) return false;
+  static const Clock kNone;
+  const Clock& clock = h == hosts_.end() ? kNone : actors_[h->second].clock;
+  // Only streams' accesses: another host thread's own use is not something a synchronization orders.
+  const auto pending = [&](const Stamp& st) { return !actors_[st.actor].host && !ordered(clock, st); };
+  for (const auto& [begin, seg] : mem->second) {
+    if (seg.has_write && pending(seg.write)) return true;
+    for (const Stamp& r : seg.reads)
+      if (pending(r)) return true;
+  }
+  return false;
+}
+
+void RaceChecker::forget(int device, uint64_t begin, uint64_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto mem = memory_.find(device);
+  if (mem == memory_.end()) return;
+  auto& segs = mem->second;
+  split_at(segs, begin);
+  split_at(segs, end);
+  segs.erase(segs.lower_bound(begin), segs.lower_bound(end));
 }
 
 std::vector<StreamId> RaceChecker::streams() const {

@@ -13,6 +13,10 @@
 // Accesses are keyed by (device, byte address), not by tensor: a block reused by the caching
 // allocator carries the history of its previous owner, minus what the allocator's own ordering
 // covers (free_block), so a missing record_stream shows up as a race on the reused bytes.
+// Pinned host memory is one more "device" (kPinnedHost): copies that move its bytes access it on their
+// stream, and the host thread accesses it itself (host_access_runs: reads and writes of a CPU tensor in
+// pinned memory, ordered by the host thread's own clock only). Note [Host access to pinned memory] in
+// Sanitizer.cpp says where the host's accesses come from.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -40,6 +44,9 @@ struct StreamId {
 // StreamId::id of a device's collective lane: the actor that runs its collectives (as a communicator's
 // stream runs NCCL's), in issue order.
 inline constexpr int64_t kCollectiveLane = INT64_MIN;
+
+// RaceChecker's `device` of pinned host memory (addresses are host addresses).
+inline constexpr int kPinnedHost = -1;
 
 enum class AccessKind { Read, Write };
 
@@ -95,6 +102,16 @@ class OPENREG_BACKEND_API RaceChecker {
   // so that views that interleave (x[::2] and x[1::2]) do not conflict. The report names the span.
   void access_runs(uint64_t host, StreamId stream, int device, const Range* runs, size_t n_runs, AccessKind kind,
               const AccessInfo& info);
+  // Host thread `host` itself accesses the bytes in `runs` of `device` (kPinnedHost: a CPU op on a tensor
+  // in pinned memory). Ordered after a stream's access only through the host's synchronizations.
+  void host_access_runs(uint64_t host, int device, const Range* runs, size_t n_runs, AccessKind kind,
+                        const AccessInfo& info);
+  // Whether some stream's access of `device`'s memory is not yet ordered before host thread `host`
+  // (a walk over the device's history: meant for the small pinned-memory history).
+  bool has_unordered_for_host(uint64_t host, int device) const;
+  // [begin, end) of `device` was freed by an owner that guarantees all work on it completed (the pinned
+  // host allocator frees a block only after the copies that use it ran): its history is dropped.
+  void forget(int device, uint64_t begin, uint64_t end);
 
   void record_event(uint64_t event, StreamId stream);
   void wait_event(uint64_t event, StreamId stream);   // no-op for a never-recorded event (as CUDA)
@@ -135,6 +152,7 @@ class OPENREG_BACKEND_API RaceChecker {
   struct Actor {
     std::string name;
     Clock clock;
+    bool host = false;
   };
 
   size_t stream_actor(StreamId s);
@@ -150,11 +168,15 @@ class OPENREG_BACKEND_API RaceChecker {
   }
   static void split_at(std::map<uint64_t, Segment>& segs, uint64_t at);
   static void stamp(std::map<uint64_t, Segment>& segs, Range run, AccessKind kind, const Stamp& now);
+  // access_runs and host_access_runs: `stream` null means the host thread accesses memory itself.
+  void access_impl(uint64_t host, const StreamId* stream, int device, const Range* runs, size_t n_runs,
+                   AccessKind kind, const AccessInfo& info);
   struct Race {
     Stamp prior, now;
     AccessKind prior_kind, now_kind;
     std::string prior_actor, now_actor;
     int device;
+    bool host;  // one side is a host thread's own access
   };
   static std::string describe(const Stamp& s, const std::string& actor, AccessKind kind, int device);
   static std::string message(const Race& r);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -13,6 +12,7 @@
 #include <torch/csrc/autograd/node.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
+#include "backend/OpenRegHostAllocator.h"
 #include "backend/OpenRegRuntime.h"
 #include "backend/sanitizer/RaceChecker.h"
 
@@ -22,17 +22,8 @@ std::atomic<bool> g_enabled{false};
 
 namespace {
 
-constexpr const char* kVar = "OPENREG_SANITIZER";
 constexpr int kUndecided = -1;
 std::atomic<int> g_mode{kUndecided};
-
-Mode parse_env() {
-  const char* v = std::getenv(kVar);
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return Mode::kOff;
-  if (std::strcmp(v, "1") == 0) return Mode::kRaise;
-  if (std::strcmp(v, "report") == 0) return Mode::kReport;
-  TORCH_CHECK_VALUE(false, kVar, "=", v, " is not valid: expected 0, 1 or report");
-}
 
 RaceChecker& checker() {
   // Leaked: hooks may run during static destruction (tensors freed at exit). Built on the first hook,
@@ -129,6 +120,11 @@ std::shared_ptr<const IssueContext> issue_context() {
   }
   if (const auto node = torch::autograd::get_current_node()) return std::make_shared<AutogradNode>(typeid(*node));
   return nullptr;
+}
+
+bool in_pinned_memory(const at::Tensor& t) {
+  return t.defined() && t.device().is_cpu() && t.has_storage() && t.numel() > 0 &&
+         c10::openreg::is_pinned_ptr(t.const_data_ptr());
 }
 
 TensorDesc describe(const at::Tensor& t) {
@@ -232,6 +228,28 @@ struct detail::OpAccesses {
                        write ? AccessKind::Write : AccessKind::Read, {name, describe(t), context});
     });
   }
+  // A CPU tensor's bytes in pinned host memory: by `stream` (a copy) or, when null, by the host itself.
+  // False when t is not in pinned memory.
+  bool access_pinned(const at::Tensor& t, bool write, const StreamId* stream) {
+    if (!in_pinned_memory(t)) return false;
+    if (!gathered) {
+      gathered = true;
+      context = issue_context();
+    }
+    thread_local std::vector<Range> runs;
+    runs_of(t, runs);
+    const AccessKind kind = write ? AccessKind::Write : AccessKind::Read;
+    checked([&] {
+      if (stream != nullptr) {
+        checker().access_runs(host_id(), *stream, kPinnedHost, runs.data(), runs.size(), kind,
+                              {name, describe(t), context});
+      } else {
+        checker().host_access_runs(host_id(), kPinnedHost, runs.data(), runs.size(), kind,
+                                   {name, describe(t), context});
+      }
+    });
+    return true;
+  }
   void visit(const c10::IValue& v, bool write) {
     if (v.isTensor()) {
       access(v.toTensor(), write);
@@ -244,12 +262,90 @@ struct detail::OpAccesses {
 
 void set_python_frames_probe(PythonFramesProbe probe) { g_python_frames.store(probe, std::memory_order_relaxed); }
 
-bool enable(Mode m) {
+namespace {
+// Names of kernels and collectives that reach the checker as Python strings: the checker keeps a
+// `const char*` per access, so each distinct name is copied once and kept for the process (a program
+// has a bounded set of kernel names: Inductor's generated kernels and c10d's collectives).
+const char* intern(const std::string& name) {
+  static std::mutex mu;
+  static auto* names = new std::set<std::string, std::less<>>();  // leaked: read during exit
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(name).first->c_str();
+}
+}  // namespace
+
+// Note [Host access to pinned memory]
+// A non_blocking copy between a device and pinned host memory returns before it ran, so the host must
+// not read the destination (device to host) or overwrite the source (host to device) until it
+// synchronized with the copy's stream (CUDA's rule). The copy is recorded as its stream's access of the
+// pinned bytes (RaceChecker's kPinnedHost); the host's own reads and writes are what the program does
+// with the CPU tensor, which no openreg hook sees: CPU ops run CPU kernels. So while the issuing thread
+// has a pinned access by a stream it did not synchronize with, a Python TorchDispatchMode sees that
+// thread's CPU ops (torch.openreg.sanitizer's _HostAccessMode, pushed and popped through the watcher
+// installed by python/csrc/SanitizerBindings.cpp) and reports each CPU tensor an op reads or writes
+// (on_host_access); the checker keeps only those in pinned memory, as host accesses on the host's own
+// clock. The mode is pushed at the copy's issue, on a thread that runs Python, and popped at the first
+// host synchronization (stream, event or device) after which no stream access of pinned memory is left
+// unordered for the thread, so the checker costs a Python call per CPU op only inside such windows.
+// A freed pinned block's history is dropped (on_pinned_freed): the copies that used it keep its storage
+// alive until they ran, so a later owner of the bytes is ordered after them, as CUDA's host allocator
+// orders reuse with events. What it cannot see is listed in the README's sanitizer limits.
+namespace {
+std::atomic<HostAccessWatcher> g_host_watcher{nullptr};  // set once at import; relaxed: a plain function
+thread_local bool tls_watching = false;  // whether this thread's host-access mode is pushed
+
+void watch_host_access() {
+  if (tls_watching) return;
+  const HostAccessWatcher watcher = g_host_watcher.load(std::memory_order_relaxed);
+  const PythonFramesProbe probe = g_python_frames.load(std::memory_order_relaxed);
+  if (watcher == nullptr || probe == nullptr || !probe()) return;  // no Python on this thread: nothing to watch
+  tls_watching = watcher(true);
+}
+
+void maybe_unwatch_host_access() {
+  if (!tls_watching || checker().has_unordered_for_host(host_id(), kPinnedHost)) return;
+  const HostAccessWatcher watcher = g_host_watcher.load(std::memory_order_relaxed);
+  tls_watching = watcher(false);
+}
+}  // namespace
+
+void set_host_access_watcher(HostAccessWatcher watcher) { g_host_watcher.store(watcher, std::memory_order_relaxed); }
+
+void on_host_access(const std::string& name, const std::vector<at::Tensor>& reads,
+                    const std::vector<at::Tensor>& writes) {
+  if (!enabled()) return;
+  detail::OpAccesses op{intern(name)};
+  // Reads first: an in-place op reads and writes its self, and the host is ordered with itself.
+  for (const auto& t : reads) op.access_pinned(t, false, nullptr);
+  for (const auto& t : writes) op.access_pinned(t, true, nullptr);
+}
+
+namespace {
+bool decide(Mode m) {
   int expected = kUndecided;
   if (!g_mode.compare_exchange_strong(expected, static_cast<int>(m))) return expected == static_cast<int>(m);
   if (m == Mode::kReport) std::atexit(summary_at_exit);
   g_enabled.store(m != Mode::kOff, std::memory_order_relaxed);  // see Note [Sanitizer hooks]
   return true;
+}
+}  // namespace
+
+// Note [OPENREG_SANITIZER is read when the runtime starts]
+// The variable used to be parsed by a static initializer of this library, so a malformed value threw
+// during dlopen, which aborted every process that loaded the backend (`import torch` autoloads it, so
+// CPU-only programs died too). It is parsed with the other OPENREG_* variables (sim/src/config.cpp) when
+// the runtime starts, and a bad value is the same configuration error, raised at the first use of openreg
+// and at every use after. No openreg work can be issued before the runtime started, so the mode is in
+// force before the first hook that matters; enable() starts the runtime first, so the environment keeps
+// deciding the mode over a later enable() call in another mode, as it did at load. "0" and unset leave
+// the mode undecided, so enable() can still turn the checker on.
+void enable_from_environment(Mode m) {
+  if (m != Mode::kOff) (void)decide(m);  // an enable() that ran first started the runtime: it cannot have decided
+}
+
+bool enable(Mode m) {
+  c10::openreg::init();  // applies OPENREG_SANITIZER (or throws its configuration error)
+  return decide(m);
 }
 
 Mode mode() {
@@ -267,15 +363,6 @@ std::vector<std::string> race_messages() {
 }
 
 
-namespace {
-// Parsed when the backend library loads: a bad value fails the import, naming the variable. "0" and
-// unset leave the mode undecided, so torch.openreg.sanitizer.enable() can still turn it on.
-const bool g_env_parsed = [] {
-  const Mode m = parse_env();
-  if (m != Mode::kOff) enable(m);
-  return true;
-}();
-}  // namespace
 
 namespace detail {
 
@@ -305,6 +392,17 @@ void copy(const at::Tensor& src, const at::Tensor& dst) {
   OpAccesses op{"aten::copy_"};
   const bool src_dev = on_device(src);
   const bool dst_dev = on_device(dst);
+  if (src_dev != dst_dev && (src_dev || dst_dev)) {
+    // Between a device and the host: the copy runs on the device's current stream (ops/Copy.cpp), and a
+    // host side in pinned memory is accessed by that stream, not by the host (Note [Host access to pinned
+    // memory]). A blocking copy then waits for the stream (on_host_wait), which orders the host after it.
+    const at::Tensor& device_side = src_dev ? src : dst;
+    const StreamId on = id_of(c10::openreg::current_stream(device_side.device().index()));
+    op.access(src, false);
+    op.access(dst, true);
+    if (op.access_pinned(src_dev ? dst : src, /*write=*/src_dev, &on)) watch_host_access();
+    return;
+  }
   if (src_dev && dst_dev && src.device() != dst.device()) {
     // As ops/Copy.cpp orders a peer copy: it runs on the source's current stream after the
     // destination's current stream reached this point, and the destination's stream waits for it.
@@ -328,9 +426,23 @@ void event_record(const void* e, const c10::Stream& s) {
 void event_wait(const void* e, const c10::Stream& s) {
   checker().wait_event(reinterpret_cast<uint64_t>(e), id_of(s));
 }
-void event_sync(const void* e) { checker().synchronize_event(host_id(), reinterpret_cast<uint64_t>(e)); }
-void host_wait(const c10::Stream& s) { checker().synchronize_stream(host_id(), id_of(s)); }
-void device_sync(c10::DeviceIndex d) { checker().synchronize_device(host_id(), d); }
+void event_sync(const void* e) {
+  checker().synchronize_event(host_id(), reinterpret_cast<uint64_t>(e));
+  maybe_unwatch_host_access();
+}
+void host_wait(const c10::Stream& s) {
+  checker().synchronize_stream(host_id(), id_of(s));
+  maybe_unwatch_host_access();
+}
+void device_sync(c10::DeviceIndex d) {
+  checker().synchronize_device(host_id(), d);
+  maybe_unwatch_host_access();
+}
+
+void pinned_freed(const void* ptr, std::size_t size) {
+  const auto begin = reinterpret_cast<uint64_t>(ptr);
+  checker().forget(kPinnedHost, begin, begin + size);
+}
 
 void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
                  const std::vector<std::int64_t>& recorded_streams) {
@@ -343,17 +455,6 @@ void block_freed(int device, const void* ptr, std::size_t size, std::int64_t all
 
 }  // namespace detail
 
-namespace {
-// Names of kernels and collectives that reach the checker as Python strings: the checker keeps a
-// `const char*` per access, so each distinct name is copied once and kept for the process (a program
-// has a bounded set of kernel names: Inductor's generated kernels and c10d's collectives).
-const char* intern(const std::string& name) {
-  static std::mutex mu;
-  static auto* names = new std::set<std::string, std::less<>>();  // leaked: read during exit
-  std::lock_guard<std::mutex> lock(mu);
-  return names->insert(name).first->c_str();
-}
-}  // namespace
 
 void on_launch(const std::string& name, const std::vector<at::Tensor>& reads, const std::vector<at::Tensor>& writes) {
   if (!enabled()) return;

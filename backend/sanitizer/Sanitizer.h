@@ -5,7 +5,7 @@
 // Note [Sanitizer hooks]
 // Every place that issues device work or orders it calls one inline hook, which is a single load of
 // a static flag and a branch when the checker is off (relaxed: the flag is set before first use, by
-// the environment at load or by torch.openreg.sanitizer.enable(), and nothing else is published
+// the environment when the runtime starts or by torch.openreg.sanitizer.enable(), and nothing else is published
 // through it). Where the hooks are:
 //   ops/engine/OpEngine.cpp   every op's arguments by the schema's write flags (on_op), before any
 //                             path runs, and its fresh outputs after (on_outputs);
@@ -15,6 +15,9 @@
 //   OpenRegGuard.cpp          event record / wait / synchronize / query, stream synchronize / query;
 //   OpenRegRuntime.cpp        device synchronize;
 //   OpenRegDeviceCache.cpp    a block's free (on_block_freed), for record_stream;
+//   OpenRegHostAllocator.cpp  a pinned block's free (on_pinned_freed);
+//   python/csrc/SanitizerBindings.cpp: the host's CPU ops while a copy may still use pinned memory
+//                             (on_host_access, Note [Host access to pinned memory] in Sanitizer.cpp);
 //   python/csrc/SanitizerBindings.cpp: compiled kernels (python/torch_openreg/_inductor: the generated
 //                             wrapper reports each kernel's buffers before enqueueing it, on_launch) and
 //                             collectives (python/torch_openreg/_distributed.py, on_collective);
@@ -52,10 +55,15 @@ enum class Mode : int {
   kReport = 2,  //!< record every race, continue, print a summary at exit and exit non-zero ("report")
 };
 
-//! Turns the checker on. Returns false when it is already on in another mode (the environment or an
-//! earlier call decided it). Thread-safe.
+//! Turns the checker on. Starts the runtime first, so OPENREG_SANITIZER is applied before (a malformed
+//! value throws its configuration error). Returns false when the checker is already on in another mode
+//! (the environment or an earlier call decided it). Thread-safe.
 OPENREG_BACKEND_API bool enable(Mode mode);
+//! The mode decided so far: kOff until the runtime started with OPENREG_SANITIZER set or enable() ran.
 OPENREG_BACKEND_API Mode mode();
+//! OPENREG_SANITIZER's mode, applied once by the runtime's start (OpenRegRuntime.cpp), before any work can
+//! be issued. Note [OPENREG_SANITIZER is read when the runtime starts] in Sanitizer.cpp.
+void enable_from_environment(Mode mode);
 //! Races found so far (both modes), and their messages.
 OPENREG_BACKEND_API std::size_t race_count();
 OPENREG_BACKEND_API std::vector<std::string> race_messages();
@@ -66,6 +74,18 @@ OPENREG_BACKEND_API std::vector<std::string> race_messages();
 //! (a C++ program): no thread has one.
 using PythonFramesProbe = bool (*)();
 OPENREG_BACKEND_API void set_python_frames_probe(PythonFramesProbe probe);
+
+//! Installed by the Python module (python/csrc/SanitizerBindings.cpp): turns the calling thread's watch of
+//! its CPU ops on (true) or off (false) and returns whether it is on now (Note [Host access to pinned
+//! memory] in Sanitizer.cpp). Called only on a thread that runs Python, without the GIL and no lock held.
+//! Unset (a C++ program): host accesses are not seen.
+using HostAccessWatcher = bool (*)(bool watch);
+OPENREG_BACKEND_API void set_host_access_watcher(HostAccessWatcher watcher);
+//! The host thread itself read `reads` and wrote `writes` (a CPU op the watch saw); those in pinned host
+//! memory are checked against the copies that use it. Raises c10::AcceleratorError on a race (raise
+//! mode). No-op when off.
+OPENREG_BACKEND_API void on_host_access(const std::string& name, const std::vector<at::Tensor>& reads,
+                                        const std::vector<at::Tensor>& writes);
 
 //! error_code of the torch.AcceleratorError (a RuntimeError) a race raises, and report mode's exit status.
 inline constexpr int kStreamRaceErrorCode = 66;
@@ -82,6 +102,7 @@ void event_wait(const void* event, const c10::Stream& s);
 void event_sync(const void* event);
 void host_wait(const c10::Stream& s);
 void device_sync(c10::DeviceIndex d);
+void pinned_freed(const void* ptr, std::size_t size);
 void block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
                  const std::vector<std::int64_t>& recorded_streams);
 }  // namespace detail
@@ -140,6 +161,11 @@ inline void on_device_sync(c10::DeviceIndex d) { if (enabled()) detail::device_s
 inline void on_block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
                            const std::vector<std::int64_t>& recorded_streams) {
   if (enabled()) detail::block_freed(device, ptr, size, alloc_stream, recorded_streams);
+}
+
+//! The pinned host allocator freed [ptr, ptr + size): the copies that used it ran (they keep its storage).
+inline void on_pinned_freed(const void* ptr, std::size_t size) {
+  if (enabled()) detail::pinned_freed(ptr, size);
 }
 
 }  // namespace openreg::sanitizer

@@ -24,10 +24,23 @@ bool thread_runs_python() {
   return ts->cframe != nullptr && ts->cframe->current_frame != nullptr;
 #endif
 }
+
+// Note [Host access to pinned memory] in backend/sanitizer/Sanitizer.cpp: pushes or pops this thread's
+// torch.openreg.sanitizer._HostAccessMode. Called without the GIL, on a thread that runs Python.
+bool watch_host_access(bool watch) {
+  pybind11::gil_scoped_acquire gil;
+  try {
+    return pybind11::module_::import("torch_openreg.openreg.sanitizer").attr("_watch_host_access")(watch).cast<bool>();
+  } catch (pybind11::error_already_set& e) {
+    e.discard_as_unraisable("torch_openreg.openreg.sanitizer._watch_host_access");
+    return false;
+  }
+}
 }  // namespace
 
 void bind_sanitizer(pybind11::module_& m) {
   san::set_python_frames_probe(&thread_runs_python);
+  san::set_host_access_watcher(&watch_host_access);
   // mode: 1 raises at the racing op, 2 records every race and reports at exit. False when the process
   // already runs in another mode (modes are fixed once, like OPENREG_SANITIZER).
   m.def("_sanitizer_enable", torch::wrap_pybind_function([](int mode) {
@@ -43,6 +56,13 @@ void bind_sanitizer(pybind11::module_& m) {
   m.def("_sanitizer_launch", torch::wrap_pybind_function([](const std::string& name, const std::vector<at::Tensor>& reads,
                                                             const std::vector<at::Tensor>& writes) {
           san::on_launch(name, reads, writes);
+        }));
+  // A CPU op's tensors read and written by the host thread (torch.openreg.sanitizer._HostAccessMode); those
+  // in pinned memory are checked. Raises the race (raise mode) before the op runs.
+  m.def("_sanitizer_host_access",
+        torch::wrap_pybind_function([](const std::string& name, const std::vector<at::Tensor>& reads,
+                                       const std::vector<at::Tensor>& writes) {
+          san::on_host_access(name, reads, writes);
         }));
   // One collective (python/torch_openreg/_distributed.py): its openreg tensors read and written, on
   // `device`, ending at `end` (the collective's _CollectiveEvent).

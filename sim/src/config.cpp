@@ -23,6 +23,7 @@ constexpr const char* kMemoryCapacityVar = "OPENREG_MEMORY_CAPACITY";
 constexpr const char* kCopyBandwidthVar = "OPENREG_COPY_BANDWIDTH";
 constexpr const char* kLaunchQueueDepthVar = "OPENREG_LAUNCH_QUEUE_DEPTH";
 constexpr const char* kScheduleFuzzVar = "OPENREG_SCHEDULE_FUZZ";
+constexpr const char* kSanitizerVar = "OPENREG_SANITIZER";
 constexpr long long kMaxFuzzSeed = 999'999'999'999'999'999LL;  // parse_int's 18 digits
 constexpr int kMaxComputeThreads = 1024;
 
@@ -173,6 +174,20 @@ Config Config::from_env() {
   }
   if (auto v = env(kScheduleFuzzVar)) {
     c.schedule_fuzz_seed = static_cast<std::uint64_t>(parse_int(*v, kScheduleFuzzVar, 0, kMaxFuzzSeed));
+  }
+  if (auto v = env(kSanitizerVar)) {
+    // Trimmed and case-insensitive, as every other variable's words are ("unlimited").
+    const std::string_view t = trim(*v);
+    if (t == "0") {
+      c.race_check = RaceCheckMode::kOff;
+    } else if (t == "1") {
+      c.race_check = RaceCheckMode::kRaise;
+    } else if (iequals(t, "report")) {
+      c.race_check = RaceCheckMode::kReport;
+    } else {
+      bad_value(kSanitizerVar, *v, "0 (off), 1 (raise at the op that completes a race) or report (record every race "
+                                   "and report them at exit)");
+    }
   }
   return c.resolved();
 }

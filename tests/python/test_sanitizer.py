@@ -227,10 +227,64 @@ def test_correct_programs_have_no_report():
         assert f"PROGRAM {name} 0" in r.stdout, (name, r.stdout, r.stderr)
 
 
-def test_bad_value_names_the_variable():
-    r = run("print('imported')", mode="bogus")
-    assert r.returncode != 0
-    assert "OPENREG_SANITIZER" in r.stderr
+BAD_VALUE_PROGRAM = """
+import torch
+print("IMPORTED")
+assert torch.ones(3).add(1).sum().item() == 6.0  # a CPU-only program is unaffected
+assert not torch.openreg.is_available()  # as with any malformed OPENREG_* variable
+uses = {
+    "tensor": lambda: torch.ones(1, device="openreg"),
+    "init": torch.openreg.init,
+    "enable": torch.openreg.sanitizer.enable,
+    "is_enabled": torch.openreg.sanitizer.is_enabled,
+}
+for name, use in uses.items():
+    for attempt in range(2):  # stable, not a one-off
+        try:
+            use()
+        except RuntimeError as err:
+            print("ERROR", name, str(err).replace(chr(10), " "))
+        else:
+            raise AssertionError(name + " accepted the malformed value")
+print("DONE")
+"""
+
+
+@pytest.mark.parametrize("value", ["raise", "yes", "off", "2", "true", "on", "1 1"])
+def test_bad_value_is_a_clear_error_at_first_use_not_a_crash_at_import(value):
+    # It used to be parsed by a static initializer of the backend: SIGABRT during `import torch`.
+    env = {k: v for k, v in os.environ.items() if k != "OPENREG_SCHEDULE_FUZZ"}
+    env["OPENREG_SANITIZER"] = value
+    r = subprocess.run([sys.executable, "-c", BAD_VALUE_PROGRAM], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert "IMPORTED" in r.stdout and "DONE" in r.stdout, r.stdout
+    errors = [line for line in r.stdout.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 8, r.stdout
+    for line in errors:
+        # The same message as every other OPENREG_* variable: the variable, the value, what is accepted.
+        assert "openreg: invalid configuration (OPENREG_SANITIZER)" in line, line
+        assert f"OPENREG_SANITIZER='{value}' is invalid" in line, line
+        assert "expected 0 (off), 1 (raise" in line and "or report" in line, line
+
+
+@pytest.mark.parametrize("value,report", [(" 1", False), ("1 ", False), ("REPORT", True), ("Report", True)])
+def test_values_are_trimmed_and_words_case_insensitive_as_for_every_variable(value, report):
+    r = run("""
+        assert torch.openreg.sanitizer.is_enabled()
+        a = torch.ones(1000, device="openreg")
+        a.mul_(2)
+        with side:
+            try:
+                b = a.sum()
+            except torch.AcceleratorError:
+                print("RAISED")
+        """, mode=value)
+    if report:
+        assert r.returncode == 66 and "RAISED" not in r.stdout, (r.stdout, r.stderr)
+        assert "1 stream race(s) found" in r.stderr, r.stderr
+    else:
+        assert r.returncode == 0 and "RAISED" in r.stdout, (r.stdout, r.stderr)
 
 
 def test_freed_without_record_stream_is_reported_only_when_reused():

@@ -228,3 +228,64 @@ TEST(RaceChecker, RaisedRaceLeavesHistoryUnchanged) {
 }
 
 }  // namespace
+
+// Note [Host access to pinned memory]: a non_blocking copy is its stream's access of pinned bytes; the
+// host's own use of them must follow a synchronization that covers the copy.
+void host_use(RaceChecker& c, AccessKind kind, uint64_t b, uint64_t e, const char* op, uint64_t host = kHost) {
+  const Range run{b, e};
+  c.host_access_runs(host, kPinnedHost, &run, 1, kind, info(op));
+}
+
+TEST(RaceChecker, HostReadOfACopysPinnedDestinationBeforeSynchronizingIsARace) {
+  RaceChecker c;
+  write(c, kDefault, 0, 16, "copy_", kPinnedHost);
+  EXPECT_TRUE(c.has_unordered_for_host(kHost, kPinnedHost));
+  std::string msg = race_message([&] { host_use(c, AccessKind::Read, 4, 8, "sum"); });
+  EXPECT_NE(msg.find("read by sum on host thread 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("write by copy_ on stream 0 on openreg:0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("of pinned host memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("synchronize the stream"), std::string::npos) << msg;
+}
+
+TEST(RaceChecker, HostWriteOfACopysPinnedSourceBeforeSynchronizingIsARace) {
+  RaceChecker c;
+  read(c, kDefault, 0, 16, "copy_", kPinnedHost);
+  host_use(c, AccessKind::Read, 0, 16, "sum");  // reading a source being read is fine
+  EXPECT_EQ(c.report_count(), 0u);
+  std::string msg = race_message([&] { host_use(c, AccessKind::Write, 0, 16, "fill_"); });
+  EXPECT_NE(msg.find("write by fill_ on host thread 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("read by copy_ on stream 0"), std::string::npos) << msg;
+}
+
+TEST(RaceChecker, HostSynchronizationsOrderTheHostsUse) {
+  for (int how = 0; how < 3; ++how) {
+    RaceChecker c;
+    write(c, kSide, 0, 16, "copy_", kPinnedHost);
+    c.record_event(9, kSide);
+    if (how == 0) c.synchronize_stream(kHost, kSide);
+    if (how == 1) c.synchronize_event(kHost, 9);
+    if (how == 2) c.synchronize_device(kHost, 0);
+    EXPECT_FALSE(c.has_unordered_for_host(kHost, kPinnedHost)) << how;
+    host_use(c, AccessKind::Write, 0, 16, "fill_");
+    // The next copy is issued after the host's write: ordered by host program order.
+    read(c, kDefault, 0, 16, "copy_", kPinnedHost);
+    EXPECT_EQ(c.report_count(), 0u) << how;
+  }
+}
+
+TEST(RaceChecker, SynchronizingAnotherStreamDoesNotOrderTheHostsUse) {
+  RaceChecker c;
+  write(c, kSide, 0, 16, "copy_", kPinnedHost);
+  c.synchronize_stream(kHost, kDefault);
+  EXPECT_TRUE(c.has_unordered_for_host(kHost, kPinnedHost));
+  EXPECT_FALSE(race_message([&] { host_use(c, AccessKind::Read, 0, 16, "sum"); }).empty());
+}
+
+TEST(RaceChecker, AFreedPinnedBlockForgetsItsCopies) {
+  RaceChecker c;
+  write(c, kDefault, 0, 16, "copy_", kPinnedHost);
+  c.forget(kPinnedHost, 0, 16);
+  EXPECT_FALSE(c.has_unordered_for_host(kHost, kPinnedHost));
+  host_use(c, AccessKind::Write, 0, 16, "fill_");
+  EXPECT_EQ(c.report_count(), 0u);
+}

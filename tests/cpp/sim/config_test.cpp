@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "openreg/sim/error.h"
 
@@ -21,7 +22,7 @@ class EnvTest : public ::testing::Test {
  protected:
   static constexpr const char* kVars[] = {"OPENREG_DEVICE_COUNT", "OPENREG_COMPUTE_THREADS",
                                           "OPENREG_MEMORY_CAPACITY", "OPENREG_COPY_BANDWIDTH",
-                                          "OPENREG_LAUNCH_QUEUE_DEPTH"};
+                                          "OPENREG_LAUNCH_QUEUE_DEPTH", "OPENREG_SANITIZER"};
   void SetUp() override {
     for (const char* v : kVars) {
       const char* old = std::getenv(v);
@@ -189,6 +190,28 @@ TEST_F(EnvTest, BadValuesNameTheVariableTheValueAndWhatIsAccepted) {
     EXPECT_NE(msg.find(c.var), std::string::npos) << msg;
     EXPECT_NE(msg.find(std::string("'") + c.value + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(c.accepted), std::string::npos) << msg;
+  }
+}
+
+// OPENREG_SANITIZER used to be parsed by a static initializer of the backend, where a bad value aborted
+// every process that loaded it (`import torch` included); it is parsed with the others now.
+TEST_F(EnvTest, SanitizerModeIsParsedWithTheOtherVariables) {
+  EXPECT_EQ(Config::from_env().race_check, RaceCheckMode::kOff);
+  for (const auto& [value, mode] :
+       {std::pair{"0", RaceCheckMode::kOff}, std::pair{"1", RaceCheckMode::kRaise},
+        std::pair{"report", RaceCheckMode::kReport}, std::pair{" 1 ", RaceCheckMode::kRaise},
+        std::pair{"REPORT", RaceCheckMode::kReport}, std::pair{"", RaceCheckMode::kOff}}) {
+    setenv("OPENREG_SANITIZER", value, 1);
+    EXPECT_EQ(Config::from_env().race_check, mode) << "'" << value << "'";
+  }
+  unsetenv("OPENREG_SANITIZER");
+  for (const char* bad : {"raise", "yes", "off", "2", "true", "report!"}) {
+    ConfigError e = error_for("OPENREG_SANITIZER", bad);
+    const std::string msg = e.what();
+    EXPECT_EQ(e.variable(), "OPENREG_SANITIZER");
+    EXPECT_NE(msg.find(std::string("'") + bad + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("0 (off), 1 (raise"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("or report"), std::string::npos) << msg;
   }
 }
 

@@ -24,6 +24,14 @@ inline constexpr std::uint64_t kDefaultLaunchQueueDepth = 1024;
 inline constexpr std::uint64_t kMinLaunchQueueDepth = 1;
 inline constexpr std::uint64_t kMaxLaunchQueueDepth = std::uint64_t{1} << 20;
 
+//! OPENREG_SANITIZER's values. The race checker lives above the sim (backend/sanitizer/); the variable is
+//! parsed here with the others, when the runtime starts, so a bad value is the same ConfigError.
+enum class RaceCheckMode : int {
+  kOff = 0,     //!< "0" or unset: off unless the program turns it on
+  kRaise = 1,   //!< "1": raise at the op that completes a race
+  kReport = 2,  //!< "report": record every race, report at exit
+};
+
 //! Plain value type; not thread-safe to mutate while shared, safe to copy.
 struct OPENREG_SIM_API Config {
   int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..kMaxDevices
@@ -37,6 +45,8 @@ struct OPENREG_SIM_API Config {
   //! OPENREG_SCHEDULE_FUZZ: a seed (0..10^18-1) turns on schedule fuzzing, random delays of each
   //! stream's items that are the same for the same seed; unset: off. See Note [Schedule fuzzing].
   std::optional<std::uint64_t> schedule_fuzz_seed;
+  //! OPENREG_SANITIZER: the mode the backend's stream race checker starts in. The sim never reads it.
+  RaceCheckMode race_check = RaceCheckMode::kOff;
 
   //! Defaults overridden by the OPENREG_* environment variables, then resolved.
   //! Throws ConfigError naming the variable when a value is malformed or out of range.
