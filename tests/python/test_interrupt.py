@@ -61,8 +61,11 @@ print("result right:", abs(y.sum().item() - reference) <= 1e-3 * abs(reference) 
 @pytest.mark.parametrize("wait", list(WAITS.values()), ids=list(WAITS))
 def test_sigint_ends_a_host_wait_and_the_process_stays_usable(wait):
     code = textwrap.dedent(CHILD).replace("{wait}", wait)
+    # SIGINT's default disposition in the child: a parent started in the background by a shell without job
+    # control (a CI runner, `cmd &`) ignores SIGINT, the child would inherit that, and Python installs no
+    # handler for an ignored signal (the test then failed in such runs without anything being wrong).
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert child.stdout.readline().strip() == "waiting", child.stderr.read()
         time.sleep(0.3)  # into the wait's sleep
