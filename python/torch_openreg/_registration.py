@@ -35,7 +35,7 @@ def register() -> None:
         # The compiled module first: if the build is missing, torch is left untouched. Loading it loads
         # libopenreg_backend, whose static initialisers register the device guard, hooks and allocators.
         try:
-            from torch_openreg import _C
+            from torch_openreg import _C  # noqa: F401  (loading it registers the backend)
         except ImportError as err:
             raise ImportError(
                 "torch_openreg: the compiled module torch_openreg._C could not be loaded "
