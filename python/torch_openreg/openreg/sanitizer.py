@@ -190,7 +190,11 @@ def _watch_host_access(watch: bool) -> bool:
             mode.__enter__()
             _watch.mode = mode
         return True
-    if mode is not None and _get_current_dispatch_mode() is mode:
-        mode.__exit__(None, None, None)
-        _watch.mode = mode = None
-    return mode is not None
+    if mode is None:
+        return False
+    current = _get_current_dispatch_mode()
+    if current is not None and current is mode:
+        current.__exit__(None, None, None)
+        _watch.mode = None
+        return False
+    return True
