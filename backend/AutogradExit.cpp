@@ -19,9 +19,9 @@
 // still dropping the user's pass may need it). Each device thread runs its items in order, so when the
 // probe's pass completes the thread has finished the iteration before it, and with it every user pass
 // it held. Only the probe's GraphTask can still be in flight when the interpreter finalizes, and
-// dropping it touches no Python. CUDA programs run the same engine code; openreg's device threads are
-// slower to reach the end of their iteration (the pass's end synchronizes openreg streams), which is
-// what made the window wide.
+// dropping it touches no Python. CUDA programs run the same engine code and share the window; how much
+// wider it is on openreg (the pass's end records and waits on openreg events from that thread) was not
+// measured.
 
 #include "backend/AutogradExit.h"
 
