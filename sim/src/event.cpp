@@ -8,7 +8,6 @@
 #include "host_wait.h"
 #include "internal_check.h"
 #include "openreg/sim/error.h"
-#include "openreg/sim/stream.h"
 #include "openreg/sim/trace.h"
 #include "trace_recorder.h"
 
@@ -21,8 +20,8 @@ namespace openreg::sim {
 // later records replace the event's pointer but cannot touch a captured record (CUDA's rule: a wait
 // is tied to the record most recent at cudaStreamWaitEvent, and records may complete out of order
 // across streams and devices). query/synchronize/elapsed_ms look at the most recent record, as
-// cudaEventQuery/Synchronize/ElapsedTime do. Records are completed in Stream::complete_record and
-// waited on in Stream::wait_or_park (stream.cpp), since both act on the stream's private state.
+// cudaEventQuery/Synchronize/ElapsedTime do. How a record completes and is waited on, by streams and
+// by host threads alike, is EventRecord's (Note [Event record completion] in event_record.cpp).
 struct Event::State {
   bool timing = false;
   mutable std::mutex mutex;
@@ -42,7 +41,7 @@ bool Event::recorded() const noexcept { return s_->recorded.load(std::memory_ord
 int Event::device_index() const noexcept { return s_->device.load(std::memory_order_relaxed); }
 
 void Event::set_latest(std::shared_ptr<EventRecord> record) {
-  const int device = record->device;
+  const int device = record->device();
   {
     std::lock_guard lock(s_->mutex);
     s_->latest = std::move(record);
@@ -60,10 +59,7 @@ bool Event::query() {
   std::shared_ptr<EventRecord> record = latest();
   if (!record) return true;
   if (!record->completed()) return false;
-  // The failure is immutable once completed() (acquire); the exchange makes the report happen once.
-  if (!record->failure.empty() && !record->failure_reported.exchange(true, std::memory_order_relaxed)) {
-    throw Error(Errc::kWorkFailed, record->failure);
-  }
+  record->report_failure_once();
   return true;
 }
 
@@ -72,11 +68,9 @@ void Event::synchronize() {
   if (!record) return;
   {
     InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
-    record->done.wait_at_least(1);
+    record->wait();
   }
-  if (!record->failure.empty() && !record->failure_reported.exchange(true, std::memory_order_relaxed)) {
-    throw Error(Errc::kWorkFailed, record->failure);
-  }
+  record->report_failure_once();
 }
 
 // Note [Host-completed records]
@@ -84,34 +78,22 @@ void Event::synchronize() {
 // wait for it without blocking the host, as it waits for a kernel. record_on_host makes a record that
 // no stream item completes: it is the event's most recent record at once, so a Stream::wait issued
 // afterwards captures it and parks (no worker thread held), and the host thread that runs the
-// collective completes it through HostRecord. Completion is Stream::complete_record's protocol done
-// from the host: the failure and timestamp are written before `done` advances (its seq_cst store
-// publishes them to anyone who loads done == 1, acquire), waiters are taken under the record's mutex
-// (so a concurrent wait_or_park either sees done or is in the list), and they are resumed outside it;
-// Stream::resume schedules each on its own device, never running it on the completing thread.
+// collective completes it through HostRecord. Completion is EventRecord::complete, the same call a
+// stream's record item makes (Note [Event record completion] in event_record.cpp), made from the host
+// thread: it publishes the failure and timestamp, and resumes each parked stream on its own device,
+// never running it on the completing thread.
 // Exactly one finish() completes a record (claimed_ exchange); a HostRecord dropped uncompleted fails
 // its record, so a waiting stream reports an error instead of hanging. A failure travels like a
 // failed item's recorded after a failure: query/synchronize of the event throw it once, and each
 // stream whose wait it satisfies inherits it, naming the message (e.g. the collective that failed).
 std::shared_ptr<HostRecord> Event::record_on_host(int device) {
-  auto record = std::make_shared<EventRecord>();
-  record->device = device;
-  record->timing = timing();
+  auto record = std::make_shared<EventRecord>(device, timing());
   set_latest(record);
   return std::shared_ptr<HostRecord>(new HostRecord(std::move(record)));
 }
 
-void Event::complete_from_host(EventRecord& record, std::string failure) {
-  record.failure = std::move(failure);
-  if (record.timing) record.time_ns = now_ns();
-  std::vector<EventRecord::Waiter> ready;
-  {
-    std::lock_guard lock(record.mutex);
-    record.done.increment();  // publishes time_ns and failure (seq_cst store)
-    ready.swap(record.waiters);
-  }
-  for (auto& w : ready) w.stream->resume(w.item);
-}
+// Declared in event.h as HostRecord's way in; the protocol itself is EventRecord::complete.
+void Event::complete_from_host(EventRecord& record, std::string failure) { record.complete(std::move(failure)); }
 
 HostRecord::HostRecord(std::shared_ptr<EventRecord> record) : record_(std::move(record)) {}
 
@@ -142,7 +124,7 @@ bool HostRecord::finish(std::string failure) {
   const char* name = trace_name_.load(std::memory_order_acquire);
   const std::int64_t start = trace_start_ns_.load(std::memory_order_acquire);
   if (name != nullptr && start != 0 && trace_enabled()) {
-    trace_record({name, record_->device, trace_lane_.load(std::memory_order_relaxed), ItemKind::kHostCallback, start,
+    trace_record({name, record_->device(), trace_lane_.load(std::memory_order_relaxed), ItemKind::kHostCallback, start,
                   now_ns(), 0, kNoCorrelation, start});
   }
   Event::complete_from_host(*record_, std::move(failure));
@@ -156,14 +138,15 @@ double Event::elapsed_ms(const Event& end) const {
   std::shared_ptr<EventRecord> a = latest();
   std::shared_ptr<EventRecord> b = end.latest();
   if (!a || !b) throw_error(Errc::kNotRecorded, "elapsed time needs both events to have been recorded");
-  if (a->device != b->device) {
+  if (a->device() != b->device()) {
     throw_error(Errc::kInvalidEvent, "elapsed time between events recorded on different devices (openreg:" +
-                                         std::to_string(a->device) + " and openreg:" + std::to_string(b->device) + ")");
+                                         std::to_string(a->device()) + " and openreg:" +
+                                         std::to_string(b->device()) + ")");
   }
   if (!a->completed() || !b->completed()) {
     throw_error(Errc::kNotReady, "elapsed time asked before both events' records have completed");
   }
-  return static_cast<double>(b->time_ns - a->time_ns) / 1e6;  // published by done (see EventRecord)
+  return static_cast<double>(b->time_ns() - a->time_ns()) / 1e6;  // published by completion (EventRecord)
 }
 
 }  // namespace openreg::sim

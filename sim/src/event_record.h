@@ -1,11 +1,14 @@
 #pragma once
-// EventRecord: the completion state of ONE record of an event (see Note [Event records]).
-// Shared by the event (as its most recent record), the record item that completes it, and every wait
-// item that captured it; freed when the last of them lets go.
+// EventRecord: ONE record of an event (Note [Event records] in event.cpp) and the protocol that
+// completes it and waits on it (Note [Event record completion] in event_record.cpp): the only place
+// that knows what completion publishes, who is woken, and how a wait checks or parks without losing a
+// wake-up. Shared by the event (as its most recent record), its one completer (a stream's record item
+// or a HostRecord), and every wait item that captured it; freed when the last of them lets go.
+// What is a stream's own stays in Stream: which failure a record it runs carries
+// (Stream::complete_record) and how a satisfied wait takes that failure over (Stream::inherit_failure).
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,27 +20,60 @@ namespace openreg::sim {
 class Stream;
 struct WorkItem;
 
-struct EventRecord {
-  int device = -1;      // immutable after creation
-  bool timing = false;  // immutable after creation: take a timestamp when completing
+class EventRecord {
+ public:
+  //! `device` is the record's device (Event::device_index, elapsed_ms); `timing`: stamp the completion.
+  EventRecord(int device, bool timing) noexcept : device_(device), timing_(timing) {}
+  EventRecord(const EventRecord&) = delete;
+  EventRecord& operator=(const EventRecord&) = delete;
 
-  // Written by the completer before `done` advances to 1 and never again, so anyone who saw
-  // done.load() == 1 (acquire) may read them without the mutex.
-  std::int64_t time_ns = 0;
-  std::string failure;  // the recording stream's unreported failure when the record ran, or empty
-  ProgressCounter done;  // 0 -> 1 when the record item ran
+  int device() const noexcept { return device_; }
+  //! acquire (ProgressCounter::load): true makes failure() and time_ns() readable without the mutex.
+  bool completed() const noexcept { return done_.load() != 0; }
 
-  // The failure is reported once through the event (query/synchronize); waits copy it regardless.
-  std::atomic<bool> failure_reported{false};
-
-  std::mutex mutex;  // makes "check done, else park" atomic with completion
+  //! A stream parked on this record: its owner's current item is the wait, and `resume` continues it.
+  //! Stream::resume is private; the stream hands it over when it parks, so the record can call it.
   struct Waiter {
-    Stream* stream;  // parked; kept alive by its own self-reference (it owns itself while parked)
-    WorkItem* item;
+    Stream* stream;  // kept alive by its own self-reference (it owns itself while parked)
+    WorkItem* item;  // the wait item; owned by the record's waiter list until resumed
+    void (Stream::*resume)(WorkItem*);
   };
-  std::vector<Waiter> waiters;  // guarded by mutex
 
-  bool completed() const noexcept { return done.load() != 0; }
+  //! Completes the record: publishes `failure` (empty: none) and, for a timing record, a timestamp,
+  //! then resumes every stream parked on it. Called exactly once, by the record's one completer.
+  void complete(std::string failure);
+
+  //! For a stream's owner reaching a wait on this record: true if the record has completed (the wait is
+  //! satisfied now); otherwise parks `waiter` and returns false, and ownership of the stream has passed
+  //! to the record (its completer resumes it): the caller must not touch the stream any more.
+  bool wait_or_park(const Waiter& waiter);
+
+  //! Blocks the calling host thread until the record completes (ProgressCounter: short spin, then a
+  //! futex sleep; interruptible inside an InterruptibleHostWait).
+  void wait() const { done_.wait_at_least(1); }
+
+  // Completed records only (completed() or wait() returned): immutable from then on.
+  //! The failure the record carries, or empty.
+  const std::string& failure() const noexcept;
+  //! When it completed (now_ns()); 0 unless timing.
+  std::int64_t time_ns() const noexcept;
+  //! Throws WorkFailed with the record's failure, the first time only: an event reports it once, however
+  //! many query/synchronize calls see this record (waiting streams copy it regardless).
+  void report_failure_once();
+
+ private:
+  const int device_;
+  const bool timing_;
+
+  // Written by the completer before done_ advances to 1 and never again (Note [Event record completion]).
+  std::int64_t time_ns_ = 0;
+  std::string failure_;
+  ProgressCounter done_;  // 0 -> 1 when the record completes
+
+  std::atomic<bool> failure_reported_{false};
+
+  std::mutex mutex_;              // makes "check done_, else park" atomic with completion
+  std::vector<Waiter> waiters_;  // guarded by mutex_
 };
 
 }  // namespace openreg::sim

@@ -281,9 +281,7 @@ void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* nam
 
 void Stream::record(const std::shared_ptr<Event>& event) {
   if (!event) throw_error(Errc::kInvalidArgument, "record of a null event");
-  auto record = std::make_shared<EventRecord>();
-  record->device = device_index();
-  record->timing = event->timing();
+  auto record = std::make_shared<EventRecord>(device_index(), event->timing());
   WorkItem* item = acquire_item();
   item->kind = ItemKind::kEventRecord;
   item->name = "event record";
@@ -308,39 +306,29 @@ void Stream::wait(const std::shared_ptr<Event>& event) {
   enqueue(item);
 }
 
+// The record protocol is EventRecord's (Note [Event record completion] in event_record.cpp); what is
+// the stream's own is which failure the record carries (Note [Failure reporting]). Owner only: the
+// record item is the stream's current item.
 void Stream::complete_record(EventRecord& record) {
   std::string failure;
   if (peek_error(&failure)) {
-    record.failure = "stream " + std::to_string(s_->id) + " of openreg:" + std::to_string(device_index()) +
-                     " had failed before an event was recorded on it: " + failure;
+    failure = "stream " + std::to_string(s_->id) + " of openreg:" + std::to_string(device_index()) +
+              " had failed before an event was recorded on it: " + failure;
   }
-  if (record.timing) record.time_ns = now_ns();
-  std::vector<EventRecord::Waiter> ready;
-  {
-    std::lock_guard lock(record.mutex);
-    record.done.increment();  // publishes time_ns and failure (seq_cst store)
-    ready.swap(record.waiters);
-  }
-  // Outside the lock: resuming schedules streams, possibly on other devices.
-  for (auto& w : ready) w.stream->resume(w.item);
+  record.complete(std::move(failure));
 }
 
 bool Stream::wait_or_park(EventRecord& record, WorkItem* item) {
-  if (!record.completed()) {
-    std::lock_guard lock(record.mutex);  // completion happens under it: the check and the park are atomic
-    if (!record.completed()) {
-      record.waiters.push_back({this, item});
-      return false;
-    }
-  }
+  // Parked: the record owns the stream until its completer calls resume (Note [Event record completion]).
+  if (!record.wait_or_park({this, item, &Stream::resume})) return false;
   inherit_failure(record);
   return true;
 }
 
 void Stream::inherit_failure(const EventRecord& record) {
-  if (record.failure.empty()) return;  // immutable once completed
+  if (record.failure().empty()) return;  // immutable once completed
   s_->add_failure("stream " + std::to_string(s_->id) + " of openreg:" + std::to_string(device_index()) +
-                  " waited on an event recorded after a failure: " + record.failure);
+                  " waited on an event recorded after a failure: " + record.failure());
 }
 
 bool Stream::query() {
