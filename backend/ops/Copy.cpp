@@ -1,6 +1,7 @@
 // Copies into, out of and between openreg devices (aten::_copy_from, which Tensor.copy_ calls when
 // either side is openreg), with CUDA's blocking rules:
-//  - CPU -> openreg and openreg -> CPU go through sim::Stream::copy on the device's current stream.
+//  - CPU -> openreg and openreg -> CPU are byte copies (launch_copy, on the stream's copy engine) on the
+//    device's current stream.
 //    With non_blocking=True and pinned host memory they return at once; otherwise they wait for the
 //    stream (a pageable host buffer may be reused by the caller as soon as copy_ returns).
 //  - openreg:i -> openreg:j runs on i's current stream after j's current stream reached the copy, and
@@ -8,9 +9,10 @@
 // Byte copies need both sides dense with the same layout, dtype and conj/neg bits; anything else is
 // staged (host temporaries for conversions, device kernels for strided gathers/scatters).
 
-#include "backend/OpenRegHostAllocator.h"
-#include "backend/OpenRegRuntime.h"
-#include "backend/OpenRegSyncDebug.h"
+#include "backend/memory/HostAllocator.h"
+#include "backend/runtime/Event.h"
+#include "backend/runtime/Stream.h"
+#include "backend/runtime/SyncDebug.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/sanitizer/Sanitizer.h"
@@ -21,8 +23,6 @@
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
-#include <openreg/sim/event.h>
-
 #include <array>
 #include <utility>
 
@@ -30,10 +30,9 @@ namespace at::openreg {
 
 namespace {
 
-namespace sim = ::openreg::sim;
 using c10::openreg::current_openreg_stream;
 using c10::openreg::OpenRegStream;
-using c10::openreg::translate_sim_errors;
+using c10::openreg::wait_stream;
 
 bool is_openreg(const at::Tensor& t) {
   return t.device().type() == c10::DeviceType::PrivateUse1;
@@ -62,20 +61,18 @@ std::size_t span_bytes(const at::Tensor& t) {
 // Enqueues a byte copy of src's span over dst's span on `stream`. A host side's storage is kept alive
 // by a host callback after the copy (CUDA's host allocator guards pinned buffers with events; keeping
 // them is equivalent). Device sides are not kept: a freed device block is reused only in stream order
-// (Note [Stream-ordered device memory] in OpenRegAllocator.cpp). The callback holds storages, never
+// (Note [Stream-ordered device memory] in memory/DeviceAllocator.cpp). The callback holds storages, never
 // the caller's tensors (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp). The pointers
 // are taken now, so later metadata changes of dst or src on the host do not move the copy.
 void enqueue_byte_copy(const OpenRegStream& stream, const at::Tensor& dst, const at::Tensor& src) {
   TORCH_INTERNAL_ASSERT(byte_copyable(src, dst));
-  translate_sim_errors([&] {
-    stream.sim().copy(dst.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), "openreg::copy");
-    std::array<c10::Storage, 2> keep;
-    std::size_t n = 0;
-    for (const at::Tensor* t : {&dst, &src}) {
-      if (!is_openreg(*t)) keep[n++] = t->storage();
-    }
-    if (n > 0) stream.sim().host_callback("openreg::copy_release", [keep = std::move(keep)] {});
-  });
+  launch_copy(stream, dst.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), "openreg::copy");
+  std::array<c10::Storage, 2> keep;
+  std::size_t n = 0;
+  for (const at::Tensor* t : {&dst, &src}) {
+    if (!is_openreg(*t)) keep[n++] = t->storage();
+  }
+  if (n > 0) keep_until_done(stream, std::move(keep));
 }
 
 // Enqueues a kernel on `stream` that runs dst.copy_(src) on CPU aliases: handles dtype conversion,
@@ -176,24 +173,16 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor to = byte_copyable(from, dst)
                       ? dst
                       : at::empty_strided(from.sizes(), from.strides(), dst.options().dtype(from.scalar_type()));
-  // Cross-stream use of blocks (Note [Stream-ordered device memory] in OpenRegAllocator.cpp): the
+  // Cross-stream use of blocks (Note [Stream-ordered device memory] in memory/DeviceAllocator.cpp): the
   // copy on src's stream writes `to`, a block of dst's stream. Both streams are ordered with events, as
   // CUDA's copy does, so no record_stream is needed: dst's stream waits for the copy before anything
   // later (a reuse of `to` or dst after their free included) and the copy waits for dst's earlier work.
-  translate_sim_errors([&] {
-    // Like CUDA: the copy runs on the source's current stream, after the destination's current stream
-    // reached this point (earlier readers/writers of dst are done) ...
-    auto dst_ready = sim::Event::create();
-    dst_stream.sim().record(dst_ready);
-    src_stream.sim().wait(dst_ready);
-  });
+  // Like CUDA: the copy runs on the source's current stream, after the destination's current stream
+  // reached this point (earlier readers/writers of dst are done) ...
+  wait_stream(/*waiter=*/src_stream, /*producer=*/dst_stream);
   enqueue_byte_copy(src_stream, to, from);
-  translate_sim_errors([&] {
-    // ... and work enqueued later on the destination's current stream sees the copied bytes.
-    auto copied = sim::Event::create();
-    src_stream.sim().record(copied);
-    dst_stream.sim().wait(copied);
-  });
+  // ... and work enqueued later on the destination's current stream sees the copied bytes.
+  wait_stream(/*waiter=*/dst_stream, /*producer=*/src_stream);
   if (!to.is_same(dst)) {
     enqueue_kernel_copy(dst_stream, dst, to);
   }

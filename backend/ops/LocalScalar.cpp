@@ -2,8 +2,6 @@
 // copied device-to-host on the current stream, which is then synchronized, so it reflects all work
 // enqueued before it (and reports any failure of that work).
 
-#include "backend/OpenRegRuntime.h"
-
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/empty.h>

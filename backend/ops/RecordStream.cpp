@@ -1,8 +1,8 @@
 // Tensor.record_stream(s) for openreg tensors: marks the tensor's block as used on `s`, so that when it
 // is freed the caching allocator reuses it only after the work `s` had at that point completed
-// (Note [Stream-ordered device memory] in OpenRegAllocator.cpp).
+// (Note [Stream-ordered device memory] in memory/DeviceAllocator.cpp).
 
-#include "backend/OpenRegAllocator.h"
+#include "backend/memory/DeviceAllocator.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Stream.h>

@@ -4,8 +4,8 @@
 
 #include "backend/ops/Resize.h"
 
-#include "backend/OpenRegAllocator.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/memory/DeviceAllocator.h"
+#include "backend/runtime/Device.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>

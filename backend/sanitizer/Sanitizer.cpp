@@ -12,8 +12,10 @@
 #include <torch/csrc/autograd/node.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
-#include "backend/OpenRegHostAllocator.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/memory/HostAllocator.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Observer.h"
+#include "backend/runtime/Stream.h"
 #include "backend/sanitizer/RaceChecker.h"
 
 namespace openreg::sanitizer {
@@ -321,11 +323,29 @@ void on_host_access(const std::string& name, const std::vector<at::Tensor>& read
 }
 
 namespace {
+// What the runtime and memory layers report (Note [The runtime reports to its observer]); installed only
+// once the checker is on, so it forwards without testing enabled().
+class RaceCheckerObserver final : public c10::openreg::RuntimeObserver {
+ public:
+  void on_device_sync(c10::DeviceIndex device) override { detail::device_sync(device); }
+  void on_event_wait(const void* event, const c10::Stream& stream) override { detail::event_wait(event, stream); }
+  void on_event_done(const void* event) override { detail::event_sync(event); }
+  void on_block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
+                      const std::vector<std::int64_t>& recorded) override {
+    detail::block_freed(device, ptr, size, alloc_stream, recorded);
+  }
+  void on_pinned_freed(const void* ptr, std::size_t size) override { detail::pinned_freed(ptr, size); }
+};
+
 bool decide(Mode m) {
   int expected = kUndecided;
   if (!g_mode.compare_exchange_strong(expected, static_cast<int>(m))) return expected == static_cast<int>(m);
   if (m == Mode::kReport) std::atexit(summary_at_exit);
   g_enabled.store(m != Mode::kOff, std::memory_order_relaxed);  // see Note [Sanitizer hooks]
+  if (m != Mode::kOff) {
+    static auto* observer = new RaceCheckerObserver();  // leaked: reports may come during static destruction
+    c10::openreg::set_runtime_observer(observer);
+  }
   return true;
 }
 }  // namespace
@@ -338,10 +358,20 @@ bool decide(Mode m) {
 // and at every use after. No openreg work can be issued before the runtime started, so the mode is in
 // force before the first hook that matters; enable() starts the runtime first, so the environment keeps
 // deciding the mode over a later enable() call in another mode, as it did at load. "0" and unset leave
-// the mode undecided, so enable() can still turn the checker on.
-void enable_from_environment(Mode m) {
-  if (m != Mode::kOff) (void)decide(m);  // an enable() that ran first started the runtime: it cannot have decided
+// the mode undecided, so enable() can still turn the checker on. The runtime hands the parsed mode to
+// the start hook this file sets (runtime/Observer.h), since the runtime sits below the checker.
+namespace {
+void enable_from_environment(c10::openreg::RaceCheck mode) {
+  // An enable() that ran first started the runtime, so it cannot have decided before this.
+  switch (mode) {
+    case c10::openreg::RaceCheck::kOff: break;
+    case c10::openreg::RaceCheck::kRaise: (void)decide(Mode::kRaise); break;
+    case c10::openreg::RaceCheck::kReport: (void)decide(Mode::kReport); break;
+  }
 }
+// Set before anything can start the runtime (a static initializer of this library).
+const bool g_environment_hook_set = (c10::openreg::set_runtime_start_hook(&enable_from_environment), true);
+}  // namespace
 
 bool enable(Mode m) {
   c10::openreg::init();  // applies OPENREG_SANITIZER (or throws its configuration error)
@@ -361,8 +391,6 @@ std::vector<std::string> race_messages() {
   for (auto& r : checker().reports()) out.push_back(std::move(r.message));
   return out;
 }
-
-
 
 namespace detail {
 
@@ -454,7 +482,6 @@ void block_freed(int device, const void* ptr, std::size_t size, std::int64_t all
 }
 
 }  // namespace detail
-
 
 void on_launch(const std::string& name, const std::vector<at::Tensor>& reads, const std::vector<at::Tensor>& writes) {
   if (!enabled()) return;

@@ -12,16 +12,17 @@
 //   ops/engine/SyncPath.cpp   the host waits for the stream (on_host_wait);
 //   ops/engine/FastKernels.cpp the fast kernels' operands (on_kernel);
 //   ops/Copy.cpp, Factory.cpp copy_ on both devices and fill_; blocking copies wait (on_host_wait);
-//   OpenRegGuard.cpp          event record / wait / synchronize / query, stream synchronize / query;
-//   OpenRegRuntime.cpp        device synchronize;
-//   OpenRegDeviceCache.cpp    a block's free (on_block_freed), for record_stream;
-//   OpenRegHostAllocator.cpp  a pinned block's free (on_pinned_freed);
+//   registration/Guard.cpp    event record / wait / synchronize / query, stream synchronize / query;
+//   the runtime and memory layers, which sit below the checker, report through the runtime observer
+//   (Note [The runtime reports to its observer] in runtime/Observer.h), which the checker installs when
+//   it turns on: a device synchronize (runtime/Device.cpp), a stream or the host waiting for a
+//   collective's end (runtime/CollectiveEvent.cpp), a device block's free, for record_stream
+//   (memory/BlockCache.cpp), and a pinned block's free (memory/HostAllocator.cpp);
 //   python/csrc/SanitizerBindings.cpp: the host's CPU ops while a copy may still use pinned memory
 //                             (on_host_access, Note [Host access to pinned memory] in Sanitizer.cpp);
 //   python/csrc/SanitizerBindings.cpp: compiled kernels (python/torch_openreg/_inductor: the generated
 //                             wrapper reports each kernel's buffers before enqueueing it, on_launch) and
 //                             collectives (python/torch_openreg/_distributed.py, on_collective);
-//   distributed/OpenRegRuntimeCollectiveEvent.cpp: a stream or the host waits for a collective's end.
 // Accesses are checked when the op is issued, on the issuing host thread, so a race is raised at the
 // op that completes it and never depends on the device's timing.
 #include <atomic>
@@ -61,9 +62,6 @@ enum class Mode : int {
 OPENREG_BACKEND_API bool enable(Mode mode);
 //! The mode decided so far: kOff until the runtime started with OPENREG_SANITIZER set or enable() ran.
 OPENREG_BACKEND_API Mode mode();
-//! OPENREG_SANITIZER's mode, applied once by the runtime's start (OpenRegRuntime.cpp), before any work can
-//! be issued. Note [OPENREG_SANITIZER is read when the runtime starts] in Sanitizer.cpp.
-void enable_from_environment(Mode mode);
 //! Races found so far (both modes), and their messages.
 OPENREG_BACKEND_API std::size_t race_count();
 OPENREG_BACKEND_API std::vector<std::string> race_messages();
@@ -155,17 +153,5 @@ inline void on_event_done(const void* e) { if (enabled()) detail::event_sync(e);
 //! The host saw all work issued on `s` complete (synchronize, a blocking copy, the sync path, a query
 //! that returned true).
 inline void on_host_wait(const c10::Stream& s) { if (enabled()) detail::host_wait(s); }
-inline void on_device_sync(c10::DeviceIndex d) { if (enabled()) detail::device_sync(d); }
-//! The caching allocator freed a block of `device` allocated on stream `alloc_stream` and used (by
-//! record_stream) on `recorded_streams`: its reuse is ordered after their work up to now.
-inline void on_block_freed(int device, const void* ptr, std::size_t size, std::int64_t alloc_stream,
-                           const std::vector<std::int64_t>& recorded_streams) {
-  if (enabled()) detail::block_freed(device, ptr, size, alloc_stream, recorded_streams);
-}
-
-//! The pinned host allocator freed [ptr, ptr + size): the copies that used it ran (they keep its storage).
-inline void on_pinned_freed(const void* ptr, std::size_t size) {
-  if (enabled()) detail::pinned_freed(ptr, size);
-}
 
 }  // namespace openreg::sanitizer

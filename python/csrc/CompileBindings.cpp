@@ -1,61 +1,15 @@
-// Compiled kernels on openreg streams (Note [Compiled kernels are stream work items] in
-// python/torch_openreg/_inductor/__init__.py): the C entry point that Inductor's generated kernel
-// modules call to enqueue a kernel, and the binding that hands its address to Python.
-//
-// The generated modules are compiled without libtorch (Inductor builds them against its own C++
-// prefix only), so they cannot include backend headers; they receive this function's address and call
-// it through a plain C signature.
+// torch_openreg._C._compiled_kernel_launcher(): the address of the C entry point through which Inductor's
+// generated kernel modules enqueue their kernels (backend/ops/engine/CompiledKernels.h).
 
-#include "backend/OpenRegRuntime.h"
-#include "backend/OpenRegStream.h"
-#include "backend/ops/engine/Launch.h"
+#include "backend/ops/engine/CompiledKernels.h"
 
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
-#include <utility>
-
-namespace {
-
-// One compiled kernel call: the generated module's trampoline, its arguments (parsed on the calling
-// thread, owned by `ctx`), and how to free them. Owns `ctx` whether or not the kernel ever runs.
-struct CompiledKernelCall {
-  void (*run)(void*);
-  void* ctx;
-  void (*drop)(void*);
-
-  CompiledKernelCall(void (*r)(void*), void* c, void (*d)(void*)) noexcept : run(r), ctx(c), drop(d) {}
-  CompiledKernelCall(CompiledKernelCall&& other) noexcept
-      : run(other.run), ctx(std::exchange(other.ctx, nullptr)), drop(other.drop) {}
-  CompiledKernelCall(const CompiledKernelCall&) = delete;
-  CompiledKernelCall& operator=(const CompiledKernelCall&) = delete;
-  CompiledKernelCall& operator=(CompiledKernelCall&&) = delete;
-  ~CompiledKernelCall() {
-    if (ctx != nullptr) drop(ctx);
-  }
-
-  void operator()() { run(ctx); }
-};
-
-static_assert(at::openreg::kTravelsInline<CompiledKernelCall>, "a compiled kernel call travels inline");
-
-}  // namespace
-
-//! Enqueues a compiled kernel on the current stream of the current openreg device. `name` must outlive
-//! the process (a literal in the generated module, which is never unloaded). Errors of the enqueue
-//! (a bad device, the launch queue) are thrown as C++ exceptions; the generated module turns them
-//! into Python's RuntimeError. Failures of the kernel are the stream's, as for every kernel.
-extern "C" void openreg_launch_compiled_kernel(void (*run)(void*), void* ctx, void (*drop)(void*),
-                                               const char* name) {
-  CompiledKernelCall call(run, ctx, drop);
-  const auto stream = c10::openreg::current_openreg_stream(c10::openreg::current_device());
-  at::openreg::launch_kernel(stream, name, std::move(call));
-}
 
 void bind_compile(pybind11::module_& m) {
-  m.def("_compiled_kernel_launcher", [] {
-    return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&openreg_launch_compiled_kernel));
-  });
+  m.def("_compiled_kernel_launcher",
+        [] { return static_cast<std::uint64_t>(at::openreg::compiled_kernel_launcher_address()); });
 }

@@ -1,10 +1,11 @@
 // Bindings behind torch.openreg's torch.cuda-parity names: checking a Python device index, stream
 // priorities, and the device busy time that utilization() samples. Bindings only: the logic lives in
-// backend/OpenRegRuntime.
+// backend/runtime/.
 
 #include "python/csrc/DeviceBindings.h"
 
-#include "backend/OpenRegRuntime.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Stream.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>

@@ -1,9 +1,9 @@
 // Bindings for torch.distributed on openreg (python/torch_openreg/_distributed.py): the end of a
 // collective, which the communication thread completes and streams wait on without blocking the host
-// (backend/distributed/OpenRegRuntimeCollectiveEvent.h).
+// (backend/runtime/CollectiveEvent.h).
 
-#include "backend/distributed/OpenRegRuntimeCollectiveEvent.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/runtime/CollectiveEvent.h"
+#include "backend/runtime/Device.h"
 
 #include <c10/core/Stream.h>
 

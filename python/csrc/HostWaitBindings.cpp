@@ -4,7 +4,7 @@
 // for SIGINT) ends the wait with that Python exception, which torch's error handling restores when the
 // exception reaches Python (torch.openreg.synchronize, Tensor.item, torch.accelerator.synchronize, ...).
 
-#include "backend/OpenRegRuntimeHostWait.h"
+#include "backend/runtime/HostWait.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/python_headers.h>

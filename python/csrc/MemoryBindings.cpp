@@ -2,13 +2,13 @@
 // empty_cache and mem_get_info go through torch.accelerator to the registered allocator): the per-process memory
 // fraction, raw allocations (caching_allocator_alloc), history recording and snapshots shaped like
 // torch.cuda.memory._snapshot() so torch.cuda._memory_viz renders them. Bindings only: the logic lives
-// in backend/OpenRegAllocator.*.
+// in backend/memory/DeviceAllocator.*.
 
 #include "python/csrc/MemoryBindings.h"
 
-#include "backend/OpenRegAllocator.h"
-#include "backend/OpenRegRuntime.h"
-#include "backend/ops/HostDestinations.h"
+#include "backend/memory/DeviceAllocator.h"
+#include "backend/runtime/Device.h"
+#include "backend/memory/HostDestinations.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/profiler/combined_traceback.h>

@@ -3,13 +3,14 @@
 // Python exceptions torch uses (torch.AcceleratorError, IndexError, ValueError, torch.OutOfMemoryError,
 // RuntimeError); the _no_gil variants release the GIL while they wait on devices.
 
-#include "backend/AutogradExit.h"
-#include "backend/OpenRegAllocator.h"
-#include "backend/OpenRegFork.h"
-#include "backend/OpenRegGenerator.h"
-#include "backend/OpenRegHostAllocator.h"
-#include "backend/OpenRegRuntime.h"
-#include "backend/OpenRegRuntimeTrace.h"
+#include "backend/runtime/Exit.h"
+#include "backend/memory/DeviceAllocator.h"
+#include "backend/runtime/Fork.h"
+#include "backend/runtime/Generator.h"
+#include "backend/memory/HostAllocator.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/FormatBytes.h"
+#include "backend/runtime/Trace.h"
 #include "python/csrc/DeviceBindings.h"
 #include "python/csrc/MemoryBindings.h"
 

@@ -1,7 +1,7 @@
 // Bindings of the stream race checker (backend/sanitizer/Sanitizer.h, Note [Stream race checker model]
 // in backend/sanitizer/RaceChecker.h); torch.openreg.sanitizer wraps them.
 
-#include "backend/distributed/OpenRegRuntimeCollectiveEvent.h"
+#include "backend/runtime/CollectiveEvent.h"
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <torch/csrc/Exceptions.h>

@@ -1,6 +1,6 @@
-// Bindings of the sync debug mode (Note [Sync debug mode] in backend/OpenRegSyncDebug.h).
+// Bindings of the sync debug mode (Note [Sync debug mode] in backend/runtime/SyncDebug.h).
 
-#include "backend/OpenRegSyncDebug.h"
+#include "backend/runtime/SyncDebug.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>

@@ -60,6 +60,6 @@ def register() -> None:
         # The C++ runtime drains queued work at exit() (Note [Teardown at exit] in
         # sim/src/runtime.cpp); the interpreter finalizes before that, so it drains here first too,
         # after letting the autograd engine's device threads drop what they hold (Note [Autograd
-        # device threads at exit] in backend/AutogradExit.cpp).
+        # device threads at exit] in backend/runtime/Exit.cpp).
         atexit.register(_at_exit)
         _registered = True

@@ -49,7 +49,7 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // worker budget]): the market gives idle workers to arenas with queued tasks and takes them back when
 // an arena runs dry, so a program using one device gets every core, two busy devices share them, and
 // busy devices never run more threads between them than the pool has. Intra-op parallelism inside a
-// kernel sizes itself from the same budget (backend ExecuteThreads.cpp), so one busy stream's kernels
+// kernel sizes itself from the same budget (backend ops/engine/ExecuteThreads.cpp), so one busy stream's kernels
 // use every core through their OpenMP team.
 // Correctness does not depend on how many workers an arena gets: every task is enqueued (oneTBB
 // guarantees enqueued tasks progress even when the market gives the arena no worker at first), and
@@ -77,7 +77,7 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // A stream that ends a drain slice with no other stream of its device ready re-queues itself on the
 // lane it is draining on, if that lane has no other task. Sent to the least loaded lane instead (the
 // other one: its own lane still counted the finishing task), a lone busy stream moved to another
-// worker every slice. Each worker that runs kernels owns an OpenMP team (backend ExecuteThreads.cpp),
+// worker every slice. Each worker that runs kernels owns an OpenMP team (backend ops/engine/ExecuteThreads.cpp),
 // so two teams were alive on a 2-core machine, which makes libgomp cut every team's spin-wait to a
 // few iterations (it does once its threads outnumber the cores): the team's threads slept at each
 // barrier and the kernels paid a futex wake per parallel region; and the worker that left its lane

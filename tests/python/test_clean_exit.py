@@ -4,7 +4,7 @@ that ran backward aborted at exit with "terminate called without an active excep
 Each program runs RUNS times in fresh interpreters, two at a time (two cores); every run must exit 0
 with no sign of a crash on stderr. (Children forked from one interpreter that had imported torch do not
 show the abort: the runs must be whole processes.) The cause of the abort and its fix are in Note
-[Autograd device threads at exit] (backend/AutogradExit.cpp); test_exit.py covers work still queued at
+[Autograd device threads at exit] (backend/runtime/Exit.cpp); test_exit.py covers work still queued at
 exit.
 """
 

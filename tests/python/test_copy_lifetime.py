@@ -4,7 +4,7 @@ Work items keep the host memory they touch alive and never hold tensors (Note [W
 aliases, not tensors] in backend/ops/engine/AsyncPath.cpp): a device thread that dropped the last reference to a
 tensor Python had released would take the GIL, and at interpreter exit abort the process. A freed device
 block is reused only by later work on its own stream (Note [Stream-ordered device memory] in
-backend/OpenRegAllocator.cpp), so pending work on it stays correct. The exit tests run in a
+backend/memory/DeviceAllocator.cpp), so pending work on it stays correct. The exit tests run in a
 subprocess with a copy bandwidth limit, so that plenty of work is certainly pending when it exits.
 """
 

@@ -1,5 +1,5 @@
 """Device-to-host results in recycled host memory (Note [Recycled host destinations] in
-backend/ops/HostDestinations.cpp): the results are ordinary CPU tensors, equal to what PyTorch's own
+backend/memory/HostDestinations.cpp): the results are ordinary CPU tensors, equal to what PyTorch's own
 _to_copy gives, and their large blocks come back for the next result."""
 
 import pickle

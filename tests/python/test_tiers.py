@@ -39,3 +39,27 @@ def test_check_keeps_the_sim_support_helpers_out_of_the_library_and_bench_out_of
     assert "sim/src/uses_support.cpp: the sim library includes" in problems[0]
     assert "sim/support includes gtest/gtest.h" in problems[1]
     assert "tests/cpp/sim/x_test.cpp: includes" in problems[2]
+
+
+def test_check_enforces_the_backend_layers(tmp_path, monkeypatch):
+    # An upward include, a sim include outside the layers that own a sim concept, and a file in no layer
+    # are each refused; a downward include and a sim include in runtime/ pass.
+    from support import check_tiers
+    inc = chr(35) + "include "  # not spelled out: the comment-path check reads lines from a hash on
+    files = {
+        "backend/Export.h": "",
+        "backend/runtime/Stream.h": f"{inc}<openreg/sim/stream.h>\n{inc}\"backend/Export.h\"\n",
+        "backend/memory/Cache.cpp": f"{inc}\"backend/runtime/Stream.h\"\n{inc}\"backend/ops/Copy.h\"\n",
+        "backend/ops/Copy.h": f"{inc}<openreg/sim/event.h>\n{inc}\"backend/memory/Cache.h\"\n",
+        "backend/Stray.cpp": f"{inc}\"backend/runtime/Stream.h\"\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(check_tiers, "ROOT", tmp_path)
+    problems = []
+    check_tiers.check_backend(problems)
+    assert len(problems) == 3, problems
+    assert any("backend/memory/Cache.cpp: the memory/ layer includes backend/ops/Copy.h" in p for p in problems)
+    assert any("backend/ops/Copy.h: the ops/ layer includes openreg/sim/event.h" in p for p in problems)
+    assert any("backend/Stray.cpp: is in no backend layer" in p for p in problems)

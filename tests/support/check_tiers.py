@@ -5,9 +5,11 @@ Tiers, bottom to top: sim/ (no torch) <- backend/ (libtorch glue) <- python/csrc
 * The helpers that the sim's examples, benchmarks and tests share live in sim/support (header-only,
   openreg/sim/support.h): the library (sim/src, sim/include) never includes them, they include no test
   or benchmark framework, and tests/cpp includes nothing from bench/.
-* backend/ reaches the sim through its runtime boundary: only backend/OpenRegRuntime* include
-  <openreg/sim/...>; the files in KNOWN_BACKEND_LEAKS are the leaks not fixed yet (the list may only
-  shrink; an entry that no longer leaks is printed as a note so it gets removed).
+* backend/ is layered by folder (BACKEND_LAYERS, bottom to top): a file includes backend headers of its
+  own layer and the layers below it only, and only the layers in SIM_LAYERS (the ones that own a sim
+  concept: devices, streams and events; device memory; work launched on streams) include
+  <openreg/sim/...>. Every backend file lives in a layer (backend/Export.h, the library's export
+  macro, is below them all). No file is exempt by name.
 * python/csrc reaches the sim only through the backend.
 * tests/python put nothing on sys.path by hand (shared helpers live in tests/support).
 * Every repository path a comment names (sim/..., backend/..., tests/..., `*` allowed) exists.
@@ -23,17 +25,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KNOWN_BACKEND_LEAKS = {
-    "backend/OpenRegDeviceCache.cpp",
-    "backend/OpenRegDeviceCache.h",
-    "backend/OpenRegGuard.h",
-    "backend/OpenRegHooks.cpp",
-    "backend/OpenRegProfilerStubs.cpp",
-    "backend/OpenRegStream.h",
-    "backend/ops/Copy.cpp",
-    "backend/ops/engine/Launch.h",
-    "backend/ops/engine/OpPlan.cpp",
-}
+# The backend's layers, bottom to top (docs/design.md). A file's layer is the longest matching folder.
+BACKEND_LAYERS = ["runtime", "memory", "sanitizer", "ops/engine", "ops", "profiler", "registration"]
+# The layers that may include the sim's headers.
+SIM_LAYERS = {"runtime", "memory", "ops/engine"}
+BACKEND_BASE = {"backend/Export.h"}
 
 CPP_SUFFIXES = {".h", ".hpp", ".cpp", ".cc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
@@ -78,18 +74,34 @@ def check_sim(problems: list[str]) -> None:
                     problems.append(f"{rel(path)}: sim includes \"{name}\" from outside sim/")
 
 
+def backend_layer(name: str) -> str | None:
+    """The layer of backend file `name` (a path under backend/), or None if it is in none."""
+    inner = name[len("backend/"):]
+    matches = [layer for layer in BACKEND_LAYERS if inner.startswith(layer + "/")]
+    return max(matches, key=len) if matches else None
+
+
 def check_backend(problems: list[str]) -> None:
-    leaking = set()
+    rank = {layer: i for i, layer in enumerate(BACKEND_LAYERS)}
     for path in sources("backend", CPP_SUFFIXES):
         name = rel(path)
-        if path.name.startswith("OpenRegRuntime"):
+        if name in BACKEND_BASE:
             continue
-        if any(inc.startswith("openreg/sim/") for _, inc in includes(path)):
-            leaking.add(name)
-            if name not in KNOWN_BACKEND_LEAKS:
-                problems.append(f"{name}: includes a sim header; reach the sim through backend/OpenRegRuntime.h")
-    for name in sorted(KNOWN_BACKEND_LEAKS - leaking):
-        print(f"check_tiers: note: {name} no longer includes the sim; remove it from KNOWN_BACKEND_LEAKS")
+        layer = backend_layer(name)
+        if layer is None:
+            problems.append(f"{name}: is in no backend layer; put it in one of {', '.join(BACKEND_LAYERS)}")
+            continue
+        for _, inc in includes(path):
+            if inc.startswith("openreg/sim/") and layer not in SIM_LAYERS:
+                problems.append(f"{name}: the {layer}/ layer includes {inc}; only {', '.join(sorted(SIM_LAYERS))}/ "
+                                "reach the sim (use their handles: runtime/Stream.h, runtime/Event.h, ...)")
+            if not inc.startswith("backend/") or inc in BACKEND_BASE:
+                continue
+            target = backend_layer(inc)
+            if target is None:
+                problems.append(f"{name}: includes {inc}, which is in no backend layer")
+            elif rank[target] > rank[layer]:
+                problems.append(f"{name}: the {layer}/ layer includes {inc} from the {target}/ layer above it")
 
 
 def check_bindings(problems: list[str]) -> None:

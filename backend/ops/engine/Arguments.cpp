@@ -1,6 +1,6 @@
 #include "backend/ops/engine/Arguments.h"
 
-#include "backend/OpenRegGenerator.h"
+#include "backend/runtime/Generator.h"
 
 #include <ATen/core/Generator.h>
 

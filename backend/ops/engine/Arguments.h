@@ -77,7 +77,7 @@ c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& 
 c10::IValue snapshot_cpu_tensors(c10::IValue v, const ArgPlan& a);
 
 //! The seed a random op takes when it is issued (Note [Random ops take their seed at enqueue time] in
-//! OpenRegGenerator.h), from its Generator argument or its device's default generator; 0 for other ops.
+//! runtime/Generator.h), from its Generator argument or its device's default generator; 0 for other ops.
 std::uint64_t take_seed(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device);
 
 }  // namespace at::openreg

@@ -1,7 +1,7 @@
 // The async path (Note [Op execution on openreg] in OpEngine.cpp): outputs from the shape pass, one
 // work item on the current stream of the op's device.
 
-#include "backend/OpenRegStream.h"
+#include "backend/runtime/Stream.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/ExecutionPaths.h"
 #include "backend/ops/engine/Launch.h"
@@ -28,7 +28,7 @@ using torch::jit::Stack;
 // A work item needs the addresses of the device memory it touches, not ownership of it: a block freed
 // while the item is queued is reused only by later work on its own stream, or, when the program used
 // it on other streams, after record_stream's events (Note [Stream-ordered device memory] in
-// OpenRegAllocator.cpp). So the item runs its CPU kernel on CPU aliases (new TensorImpls over the raw
+// memory/DeviceAllocator.cpp). So the item runs its CPU kernel on CPU aliases (new TensorImpls over the raw
 // device pointers, which nobody else sees), and owns only those, plus CPU tensors it reads (snapshots
 // of host arguments). It must never own the caller's TensorImpls: a TensorImpl that Python also
 // references would be released on a device thread, which takes the GIL there (slow, and fatal while

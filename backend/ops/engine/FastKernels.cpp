@@ -16,8 +16,9 @@
 // memory (Note [Work items hold CPU aliases, not tensors] in AsyncPath.cpp). They are sized to travel
 // inline in the stream's task (Note [Launching a kernel on a stream]): no allocation per launch.
 
-#include "backend/OpenRegAllocator.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/memory/DeviceAllocator.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Stream.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/ops/engine/OpEngine.h"

@@ -1,11 +1,13 @@
 #pragma once
 // Note [Launching a kernel on a stream]
-// Every kernel path (the async path's work items, the fast kernels, copies, fill_) enqueues its kernel
+// Ops reach a stream's work queue only through this header: launch_kernel for kernels, launch_copy for
+// byte copies on the stream's copy engine, keep_until_done for host memory a copy
+// uses. Every kernel path (the async path's work items, the fast kernels, copies, fill_) enqueues its kernel
 // through launch_kernel, which owns what every kernel needs on the device thread:
-//  - its share of the device's compute threads (IntraOpThreadsScope, ExecuteThreads.h), sized from
+//  - its share of the device's compute threads (IntraOpThreadsScope, ops/engine/ExecuteThreads.h), sized from
 //    the device's thread count read on the host when the kernel is enqueued;
 //  - recycled memory for its large CPU allocations (KernelScratchScope, Note [Kernel scratch memory]
-//    in ops/KernelScratch.cpp);
+//    in memory/KernelScratch.cpp);
 //  - the error policy: a kernel's exception is kept by the stream and raised, with the item's name,
 //    at the next synchronization. c10::Error::what() carries a C++ backtrace that means nothing to
 //    the Python user who reads it there, so a c10::Error is re-thrown as a plain std::runtime_error
@@ -17,13 +19,15 @@
 // Thread-safety: launch_kernel may be called from any host thread; the kernel runs on one device
 // thread, after everything enqueued on the stream before it.
 
-#include "backend/OpenRegRuntime.h"
-#include "backend/OpenRegStream.h"
-#include "backend/ops/ExecuteThreads.h"
-#include "backend/ops/KernelScratch.h"
+#include "backend/runtime/SimErrors.h"
+#include "backend/runtime/Stream.h"
+#include "backend/ops/engine/ExecuteThreads.h"
+#include "backend/memory/KernelScratch.h"
 
 #include <c10/util/Exception.h>
 
+#include <openreg/sim/device.h>
+#include <openreg/sim/stream.h>
 #include <openreg/sim/task.h>
 
 #include <cstddef>
@@ -68,6 +72,23 @@ void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, 
   const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
   c10::openreg::translate_sim_errors([&] {
     sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()});
+  });
+}
+
+//! Enqueues a byte copy of `bytes` from `src` to `dst` on `stream`'s copy engine under the name `name`
+//! (a literal). The pointers are taken now.
+inline void launch_copy(const c10::openreg::OpenRegStream& stream, void* dst, const void* src, std::size_t bytes,
+                        const char* name) {
+  c10::openreg::translate_sim_errors([&] { stream.sim().copy(dst, src, bytes, name); });
+}
+
+//! Holds `keep_alive` (a movable value) until the work enqueued on `stream` so far has run, then drops
+//! it on the device thread: how a copy keeps the host memory it reads or writes (CUDA's host allocator
+//! guards pinned buffers with events; keeping them is equivalent).
+template <typename KeepAlive>
+void keep_until_done(const c10::openreg::OpenRegStream& stream, KeepAlive&& keep_alive) {
+  c10::openreg::translate_sim_errors([&] {
+    stream.sim().host_callback("openreg::copy_release", [keep = std::forward<KeepAlive>(keep_alive)] {});
   });
 }
 

@@ -5,7 +5,7 @@
 // to the device thread (five files):
 //
 //   OpEngine.cpp    execute_op: the op's plan (OpPlan.h: what its schema says, built once per op),
-//                   coverage check (../OpCoverage.h), the op's device, and the choice of path;
+//                   coverage check (OpCoverage.h), the op's device, and the choice of path;
 //   OpPolicy.cpp    takes_sync_path: the ONE table of per-op special cases, and the per-call rules
 //                   (Note [Op policy: every per-op special case in one table]);
 //   ShapePass.cpp   output_geometry: the outputs' metadata from the Meta kernel, or CPU on scratch
@@ -14,7 +14,7 @@
 //   AsyncPath.cpp   run_async: allocates fresh outputs, resizes out= arguments, builds view outputs as
 //                   metadata, and enqueues ONE work item holding CPU aliases of everything it touches
 //                   (Note [Work items hold CPU aliases, not tensors], aliases from Arguments.h);
-//   Launch.h        launch_kernel: the item on the current stream (OpenRegStream.h), run on a device
+//   Launch.h        launch_kernel: the item on the current stream (runtime/Stream.h), run on a device
 //                   thread with its share of compute threads and the error policy
 //                   (Note [Launching a kernel on a stream]).
 //
@@ -35,11 +35,11 @@
 // hooks] in ../../sanitizer/Sanitizer.h).
 //
 // Random ops take a seed from the openreg generator when they are *issued* (Note [Random ops take
-// their seed at enqueue time] in OpenRegGenerator.h) and their kernel runs with a CPU generator seeded
+// their seed at enqueue time] in runtime/Generator.h) and their kernel runs with a CPU generator seeded
 // with it.
 
-#include "backend/OpenRegRuntime.h"
-#include "backend/ops/OpCoverage.h"
+#include "backend/runtime/Device.h"
+#include "backend/ops/engine/OpCoverage.h"
 #include "backend/ops/engine/ExecutionPaths.h"
 #include "backend/ops/engine/OpEngine.h"
 #include "backend/ops/engine/OpPlan.h"

@@ -9,7 +9,7 @@
 //  - kShapePassDisagreesUnlessArg: the same, but only when the named bool argument is false (batch
 //    norm outside training returns empty saved statistics on CPU, its Meta kernel sizes them).
 //  - kMakesQuantized / kMakesSparse (matched by name prefix): the op turns dense tensors into quantized
-//    or sparse ones, which openreg does not have: refused at the call (OpCoverage.h).
+//    or sparse ones, which openreg does not have: refused at the call (ops/engine/OpCoverage.h).
 //  - kFunctionalKernel: the engine registers the op's functional overload itself, so the op does not
 //    reach the device through PyTorch's composite of its out= kernel (which differs from CPU: a
 //    spurious resize warning); see the table.

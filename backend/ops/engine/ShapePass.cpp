@@ -1,6 +1,6 @@
 #include "backend/ops/engine/ShapePass.h"
 
-#include "backend/ops/ExecuteThreads.h"
+#include "backend/ops/engine/ExecuteThreads.h"
 
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Outputs.h"

@@ -1,8 +1,8 @@
 // The sync path (Note [Op execution on openreg] in OpEngine.cpp): the host waits for the device's
 // current stream and runs the CPU kernel on aliases itself.
 
-#include "backend/OpenRegStream.h"
-#include "backend/OpenRegSyncDebug.h"
+#include "backend/runtime/Stream.h"
+#include "backend/runtime/SyncDebug.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/ExecutionPaths.h"
 #include "backend/ops/engine/Outputs.h"
@@ -37,7 +37,7 @@ at::Tensor to_device(const at::Tensor& t, const AliasConverter& cpu, c10::ArrayR
   at::Tensor out =
       at::empty_strided(src.sizes(), src.strides(), src.options().device(c10::DeviceType::PrivateUse1, device));
   // The host writes the fresh block directly: work that another thread queued on this stream before
-  // freeing the block may still use it (Note [Stream-ordered device memory] in OpenRegAllocator.cpp).
+  // freeing the block may still use it (Note [Stream-ordered device memory] in memory/DeviceAllocator.cpp).
   c10::openreg::current_openreg_stream(device).synchronize();
   cpu_alias_of(out).copy_(src);
   return out;
@@ -112,7 +112,7 @@ void run_sync(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Sta
       restride(real, temp.sizes(), temp.strides(), real.storage_offset());
       // The resize may have moved the tensor to a fresh block, which work queued on the stream by its
       // previous owner may still use; the host writes it below without going through the stream
-      // (Note [Stream-ordered device memory] in OpenRegAllocator.cpp).
+      // (Note [Stream-ordered device memory] in memory/DeviceAllocator.cpp).
       c10::openreg::current_openreg_stream(device).synchronize();
     }
     cpu_alias_of(real).copy_(temp);

@@ -4,7 +4,7 @@ Note [Compiled kernels are stream work items]
 Inductor's C++ backend compiles each fused kernel into a small Python extension whose entry parses
 its arguments (tensor data pointers, sizes, scalars) and calls the kernel. For openreg kernels the
 entry instead packs the parsed arguments and hands them to openreg_launch_compiled_kernel
-(python/csrc/CompileBindings.cpp), which enqueues the kernel on the current stream of the current
+(backend/ops/engine/CompiledKernels.cpp), which enqueues the kernel on the current stream of the current
 openreg device through the backend's launch helper: a compiled call returns once its kernels are
 queued, runs in stream order with eager work (inside ``with torch.openreg.stream(s)`` on ``s``), takes
 its share of the device's compute threads, and a failing kernel is reported at the next

@@ -1,7 +1,7 @@
 """Sync debug mode: warn or raise on every operation that makes the host wait for a device.
 
 Same names, values and semantics as ``torch.cuda.set_sync_debug_mode`` / ``get_sync_debug_mode``; what
-counts as a synchronizing operation is described in Note [Sync debug mode] (backend/OpenRegSyncDebug.h).
+counts as a synchronizing operation is described in Note [Sync debug mode] (backend/runtime/SyncDebug.h).
 """
 
 from __future__ import annotations

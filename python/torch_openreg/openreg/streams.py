@@ -19,7 +19,7 @@ from ._initialization import _lazy_init
 
 _DEVICE_TYPE = "openreg"
 # Every device's default stream has id 0, as in CUDA: the backend passes sim stream ids through
-# unchanged and the sim's default stream is 0 (static_assert in backend/OpenRegRuntime.cpp).
+# unchanged and the sim's default stream is 0 (static_assert in backend/runtime/Stream.cpp).
 _DEFAULT_STREAM_ID = 0
 
 

@@ -1,10 +1,15 @@
 // The caching device allocator: CUDA's stream-ordered reuse (Note [Stream-ordered device memory] in
-// OpenRegAllocator.cpp), record_stream, pools, split and merge, statistics, emptyCache, the OOM
+// memory/DeviceAllocator.cpp), record_stream, pools, split and merge, statistics, emptyCache, the OOM
 // retry that waits for queued work, and frees from many threads. Devices get a small capacity so OOM
 // is reachable. Streams are held with a gate: a host callback blocking until the test opens it.
 
-#include "backend/OpenRegAllocator.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/memory/DeviceAllocator.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Stream.h"
+
+#include <openreg/sim/device.h>
+#include <openreg/sim/memory.h>
+#include <openreg/sim/stream.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>

@@ -1,8 +1,11 @@
 // Copies between CPU and openreg devices and between devices, with conversions and strided layouts,
 // plus the ops around them (empty, fill_, item, resize_).
 
-#include "backend/OpenRegHostAllocator.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/memory/HostAllocator.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Stream.h"
+
+#include <openreg/sim/stream.h>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>

@@ -1,8 +1,7 @@
 // openreg generators: per-op seeds that depend only on (seed, offset), state round trips, clones,
 // and one default generator per device.
 
-#include "backend/OpenRegGenerator.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/runtime/Generator.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/zeros.h>

@@ -1,8 +1,11 @@
 // The PrivateUse1 device guard: device selection, the stream pool, stream exchange, and events mapped
 // onto sim streams and events.
 
-#include "backend/OpenRegGuard.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/registration/Guard.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Stream.h"
+
+#include <openreg/sim/stream.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>

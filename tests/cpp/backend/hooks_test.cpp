@@ -1,8 +1,12 @@
 // The PrivateUse1 hooks as ATen's Context reaches them, and fork detection.
 
-#include "backend/OpenRegAllocator.h"
-#include "backend/OpenRegFork.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/memory/DeviceAllocator.h"
+#include "backend/runtime/Fork.h"
+#include "backend/runtime/Device.h"
+
+#include <openreg/sim/device.h>
+#include <openreg/sim/memory.h>
+#include <openreg/sim/stream.h>
 
 #include <ATen/Context.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>

@@ -1,9 +1,9 @@
-// A kernel's intra-op thread share (backend/ops/ExecuteThreads.h): a kernel alone gets every core, and
+// A kernel's intra-op thread share (backend/ops/engine/ExecuteThreads.h): a kernel alone gets every core, and
 // devices that ran a kernel within the sharing window split the cores with it (Note [Devices that
 // share the cores]), so two devices that alternate quickly never run teams of all cores at once.
 
-#include "backend/OpenRegRuntime.h"
-#include "backend/ops/ExecuteThreads.h"
+#include "backend/runtime/Device.h"
+#include "backend/ops/engine/ExecuteThreads.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>

@@ -1,9 +1,9 @@
 // Note [Kernel scratch memory]: large CPU allocations of kernels on compute threads are recycled, and
 // nothing else is: CPU eager code, small sizes and the raw interface behave as with the CPU allocator.
 
-#include "backend/OpenRegRuntime.h"
-#include "backend/OpenRegStream.h"
-#include "backend/ops/KernelScratch.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Stream.h"
+#include "backend/memory/KernelScratch.h"
 #include "backend/ops/engine/Launch.h"
 
 #include <ATen/ATen.h>

@@ -2,7 +2,10 @@
 // table's special cases (Note [Op policy: every per-op special case in one table]) give exactly CPU's
 // results, and a failed kernel is reported at the next synchronization with its message alone.
 
-#include "backend/OpenRegRuntime.h"
+#include "backend/runtime/Device.h"
+#include "backend/runtime/Stream.h"
+
+#include <openreg/sim/stream.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ScalarOps.h>

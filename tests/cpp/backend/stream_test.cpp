@@ -1,8 +1,9 @@
 // OpenRegStream, the typed stream handle: checked when built from a c10::Stream, then used without
 // lookups; the current stream is per host thread and per device.
 
-#include "backend/OpenRegRuntime.h"
-#include "backend/OpenRegStream.h"
+#include "backend/runtime/Stream.h"
+
+#include <openreg/sim/stream.h>
 
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>

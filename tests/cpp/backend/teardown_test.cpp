@@ -2,8 +2,10 @@
 // completion before static objects are destroyed (Note [Teardown at exit] in sim/src/runtime.cpp), and
 // the pinned-memory deleter, which runs from noexcept destructors, warns instead of throwing.
 
-#include "backend/OpenRegHostAllocator.h"
-#include "backend/OpenRegRuntime.h"
+#include "backend/memory/HostAllocator.h"
+#include "backend/runtime/Stream.h"
+
+#include <openreg/sim/stream.h>
 
 #include <ATen/ATen.h>
 #include <ATen/core/CachingHostAllocator.h>

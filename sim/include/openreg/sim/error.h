@@ -1,6 +1,6 @@
 #pragma once
 // Typed errors of the simulated runtime. The backend translates these, once, at its boundary into
-// PyTorch's exception types (Note [Sim errors cross into PyTorch once] in backend/OpenRegRuntimeInl.h).
+// PyTorch's exception types (Note [Sim errors cross into PyTorch once] in backend/runtime/SimErrors.h).
 
 #include <cstdint>
 #include <stdexcept>
