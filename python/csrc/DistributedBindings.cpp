@@ -1,6 +1,6 @@
-// Bindings for torch.distributed on openreg (python/torch_openreg/_distributed.py): the end of a
-// collective, which the communication thread completes and streams wait on without blocking the host
-// (backend/distributed/OpenRegRuntimeCollectiveEvent.h).
+// Bindings for torch.distributed on openreg (python/torch_openreg/_distributed/_comm_queue.py): the end
+// of a collective, which the communication thread completes and streams wait on without blocking the
+// host (backend/distributed/OpenRegRuntimeCollectiveEvent.h).
 
 #include "backend/distributed/OpenRegRuntimeCollectiveEvent.h"
 #include "backend/OpenRegRuntime.h"
