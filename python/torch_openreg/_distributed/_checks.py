@@ -8,6 +8,20 @@ first, on the caller's thread, before anything is queued, and raise what NCCL ra
 tensor forms (TypeError for a dtype, ValueError for a size) and gloo's RuntimeError and message for the
 rest. Every rank makes the same bad call, so no rank issues it and the group stays in step.
 
+Only what c10d's front end (torch/distributed/distributed_c10d.py, torch 2.13) leaves to the backend is
+checked here. Before calling the group, c10d already
+- hands over one tensor where gloo wants one (all_reduce, broadcast, reduce, send, recv; the input of
+  all_gather, gather, reduce_scatter; the output of scatter) and one list where gloo wants one
+  (``[tensor_list]``); functional collectives and DDP's reducer do the same;
+- requires one dtype across the tensors of all_gather, reduce_scatter, gather, scatter, all_to_all and
+  all_to_all_single (``_ensure_all_tensors_same_dtype``, ValueError);
+- requires gather's and scatter's lists on the root and nowhere else (``_validate_output_list_for_rank``,
+  and scatter's own check; ValueError).
+It checks no list length against the group size, no shape, no split size, no root or peer given as a
+group rank or in the default group (``_canonicalize_group_rank`` looks up only a subgroup's global
+ranks), no reduction op against a dtype, and no dtype of all_gather_into_tensor, reduce_scatter_tensor
+or of all_reduce_coalesced as the coalescing manager issues it: those are checked below.
+
 Each check takes the group and gloo's arguments (c10d passes them positionally).
 """
 
@@ -21,28 +35,26 @@ def _fail(op: str, msg: str, kind: type[Exception] = RuntimeError) -> None:
     raise kind(f"openreg distributed {op}: {msg}")
 
 
-def _check_root(op: str, root: int, size: int) -> None:
-    if not 0 <= root < size:
-        _fail(op, f"invalid root rank: {root} (group size {size})")
-
-
-def _check_peer(op: str, peer: int, size: int) -> None:
-    if not 0 <= peer < size:
-        _fail(op, f"invalid peer rank: {peer} (group size {size})")
-
-
-def _check_like(op: str, tensors, ref: torch.Tensor, what: str = "tensor") -> None:
-    """Every tensor has ``ref``'s dtype and shape (gloo's 'invalid tensor type/size at index')."""
-    for i, t in enumerate(tensors):
-        if t.dtype != ref.dtype:
-            _fail(op, f"invalid {what} type at index {i} (expected {ref.dtype}, got {t.dtype})", TypeError)
-        if t.shape != ref.shape:
-            _fail(op, f"invalid {what} size at index {i} (expected {tuple(ref.shape)}, got {tuple(t.shape)})")
+def _check_rank(op: str, role: str, rank: int, size: int) -> None:
+    """A root or peer rank is a rank of the group (gloo's 'invalid root rank' / 'invalid peer rank')."""
+    if not 0 <= rank < size:
+        _fail(op, f"invalid {role} rank: {rank} (group size {size})")
 
 
 def _check_count(op: str, tensors, size: int, what: str) -> None:
     if len(tensors) != size:
         _fail(op, f"{what} has {len(tensors)} tensors, expected {size} (the group size)")
+
+
+def _check_per_rank_lists(op: str, lists, singles, size: int, list_name: str, tensor_name: str) -> None:
+    """Each list holds one tensor per rank, each of the shape of the single tensor on the other side
+    (gloo's 'invalid ... size at index'; c10d checked the dtypes)."""
+    for tensors, ref in zip(lists, singles):
+        _check_count(op, tensors, size, list_name)
+        for i, t in enumerate(tensors):
+            if t.shape != ref.shape:
+                _fail(op, f"invalid {tensor_name} size at index {i} "
+                          f"(expected {tuple(ref.shape)}, got {tuple(t.shape)})")
 
 
 def _check_reduce_op(op: str, tensors, opts) -> None:
@@ -56,38 +68,32 @@ def _check_reduce_op(op: str, tensors, opts) -> None:
 
 
 def _check_allreduce(pg, tensors, opts=None, *_) -> None:
-    if not tensors:
-        _fail("allreduce", "requires non-empty tensor list")
-    _check_like("allreduce", tensors, tensors[0])
     _check_reduce_op("allreduce", tensors, opts)
 
 
 def _check_allreduce_coalesced(pg, tensors, opts=None, *_) -> None:
     _check_reduce_op("allreduce_coalesced", tensors, opts)
+    # c10d's all_reduce_coalesced checks this (ValueError), its coalescing manager does not.
     if len({t.dtype for t in tensors}) > 1:
         _fail("allreduce_coalesced", "tensors must all have the same type", TypeError)
 
 
 def _check_rooted(op: str):
+    """broadcast and reduce: the root is a rank of the group; reduce's op suits the dtype."""
+
     def check(pg, tensors, opts, *_) -> None:
-        _check_root(op, opts.rootRank, pg.size())
+        _check_rank(op, "root", opts.rootRank, pg.size())
         _check_reduce_op(op, tensors, opts)
 
     return check
 
 
 def _check_allgather(pg, output_lists, inputs, *_) -> None:
-    if len(output_lists) != 1 or len(inputs) != 1:
-        _fail("allgather", "requires a single-element output list and a single input tensor")
-    _check_count("allgather", output_lists[0], pg.size(), "the output list")
-    _check_like("allgather", output_lists[0], inputs[0], "output tensor")
+    _check_per_rank_lists("allgather", output_lists, inputs, pg.size(), "the output list", "output tensor")
 
 
 def _check_reduce_scatter(pg, outputs, input_lists, opts=None, *_) -> None:
-    if len(outputs) != 1 or len(input_lists) != 1:
-        _fail("reduce_scatter", "requires a single output tensor and a single-element input list")
-    _check_count("reduce_scatter", input_lists[0], pg.size(), "the input list")
-    _check_like("reduce_scatter", input_lists[0], outputs[0], "input tensor")
+    _check_per_rank_lists("reduce_scatter", input_lists, outputs, pg.size(), "the input list", "input tensor")
     _check_reduce_op("reduce_scatter", outputs, opts)
 
 
@@ -127,8 +133,6 @@ def _check_splits(op: str, t: torch.Tensor, splits, size: int, what: str) -> Non
 
 
 def _check_alltoall_base(pg, output, inp, out_splits, in_splits, *_) -> None:
-    if output.dtype != inp.dtype:
-        _fail("all_to_all_single", "input and output tensors must have the same type", TypeError)
     _check_splits("all_to_all_single", output, out_splits, pg.size(), "output")
     _check_splits("all_to_all_single", inp, in_splits, pg.size(), "input")
     if not out_splits and not in_splits and output.numel() != inp.numel():
@@ -139,36 +143,25 @@ def _check_alltoall_base(pg, output, inp, out_splits, in_splits, *_) -> None:
 def _check_alltoall(pg, outputs, inputs, *_) -> None:
     _check_count("all_to_all", outputs, pg.size(), "the output list")
     _check_count("all_to_all", inputs, pg.size(), "the input list")
-    for o, i in zip(outputs, inputs):
-        if o.dtype != i.dtype:
-            _fail("all_to_all", "input and output tensors must have the same type", TypeError)
 
 
 def _check_rooted_list(op: str, list_first: bool):
     """gather (the root's list of outputs is the first argument) and scatter (its list of inputs is the
-    second): the root has one tensor per rank, like the other side's single tensor; the others none."""
-    listed, single = ("output", "input") if list_first else ("input", "output")
+    second): the root is a rank of the group, and on it the list has one tensor per rank, each of the
+    shape of the single tensor on the other side."""
+    listed = "output" if list_first else "input"
 
     def check(pg, first, second, opts, *_) -> None:
         lists, singles = (first, second) if list_first else (second, first)
-        _check_root(op, opts.rootRank, pg.size())
-        if len(singles) != 1:
-            _fail(op, f"requires a single {single} tensor")
+        _check_rank(op, "root", opts.rootRank, pg.size())
         if pg.rank() == opts.rootRank:
-            if len(lists) != 1:
-                _fail(op, f"requires a single-element {listed} list on the root")
-            _check_count(op, lists[0], pg.size(), f"the {op} list")
-            _check_like(op, lists[0], singles[0], f"{listed} tensor")
-        elif any(len(x) for x in lists):
-            _fail(op, f"requires empty {listed} on non-root ranks", ValueError)
+            _check_per_rank_lists(op, lists, singles, pg.size(), f"the {op} list", f"{listed} tensor")
 
     return check
 
 
 def _check_p2p(op: str):
     def check(pg, tensors, peer, *_) -> None:
-        if len(tensors) != 1:
-            _fail(op, f"requires a single tensor, got {len(tensors)}")
-        _check_peer(op, peer, pg.size())
+        _check_rank(op, "peer", peer, pg.size())
 
     return check
