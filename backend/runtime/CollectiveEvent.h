@@ -3,8 +3,8 @@
 // exposes it to the bindings. It is pending from construction until the communication thread that runs
 // the collective calls complete() or fail(); streams that block() on it meanwhile park without holding
 // a worker thread (Note [Host-completed records] in sim/src/event.cpp; the Python side is Note
-// [Stream-ordered collectives] in python/torch_openreg/_distributed.py). Dropped uncompleted, it fails,
-// so no stream waits forever.
+// [Stream-ordered collectives] in python/torch_openreg/_distributed/_comm_queue.py). Dropped
+// uncompleted, it fails, so no stream waits forever.
 //
 // Thread-safety: every member may be called from any thread; complete()/fail() take effect once.
 

@@ -9,7 +9,7 @@ namespace {
 
 namespace sim = ::openreg::sim;
 
-// The names torch_openreg.trace writes as each item's category. A switch without a default, so a new
+// The names torch.openreg.trace writes as each item's category. A switch without a default, so a new
 // ItemKind is a -Wswitch warning here rather than a number in the trace.
 const char* kind_name(sim::ItemKind kind) {
   switch (kind) {

@@ -1,5 +1,5 @@
 #pragma once
-// The device timeline (torch_openreg.trace), part of the runtime boundary: the sim's trace recorder as
+// The device timeline (torch.openreg.trace), part of the runtime boundary: the sim's trace recorder as
 // the layers above see it, so that the Python module reaches the sim only through the backend.
 
 #include <cstdint>
@@ -39,7 +39,7 @@ OPENREG_BACKEND_API void trace_start();
 OPENREG_BACKEND_API std::vector<TraceItem> trace_stop();
 
 //! A recording of every device's work items that is independent of trace_start()/trace_stop() and of
-//! other recordings (the profiler's sessions and torch_openreg.trace may overlap).
+//! other recordings (the profiler's sessions and torch.openreg.trace may overlap).
 class TraceRecording {
  public:
   TraceRecording();  //!< starts recording

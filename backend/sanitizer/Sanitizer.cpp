@@ -493,7 +493,8 @@ void on_launch(const std::string& name, const std::vector<at::Tensor>& reads, co
 }
 
 // Note [Collectives in the race checker]
-// torch.distributed on openreg (Note [Stream-ordered collectives] in python/torch_openreg/_distributed.py)
+// torch.distributed on openreg (Note [Stream-ordered collectives] in
+// python/torch_openreg/_distributed/_comm_queue.py)
 // runs a collective after an event recorded on the current stream of its device, on a communication
 // thread, and ends it at a CollectiveEvent that Work.wait(), the Work's future and synchronizations wait
 // for. The checker models that as NCCL's communicator stream: the device's collective lane (an actor of

@@ -22,7 +22,7 @@
 //                             (on_host_access, Note [Host access to pinned memory] in Sanitizer.cpp);
 //   python/csrc/SanitizerBindings.cpp: compiled kernels (python/torch_openreg/_inductor: the generated
 //                             wrapper reports each kernel's buffers before enqueueing it, on_launch) and
-//                             collectives (python/torch_openreg/_distributed.py, on_collective);
+//                             collectives (python/torch_openreg/_distributed/_group.py, on_collective);
 // Accesses are checked when the op is issued, on the issuing host thread, so a race is raised at the
 // op that completes it and never depends on the device's timing.
 #include <atomic>

@@ -1,6 +1,6 @@
-// Bindings for torch.distributed on openreg (python/torch_openreg/_distributed.py): the end of a
-// collective, which the communication thread completes and streams wait on without blocking the host
-// (backend/runtime/CollectiveEvent.h).
+// Bindings for torch.distributed on openreg (python/torch_openreg/_distributed/_comm_queue.py): the end
+// of a collective, which the communication thread completes and streams wait on without blocking the
+// host (backend/runtime/CollectiveEvent.h).
 
 #include "backend/runtime/CollectiveEvent.h"
 #include "backend/runtime/Device.h"

@@ -93,7 +93,7 @@ PYBIND11_MODULE(_C, m) {
 
   bind_device(m);
 
-  // --- device timeline (torch_openreg/trace.py writes it as Chrome trace JSON) ---
+  // --- device timeline (torch_openreg/openreg/_trace.py writes it as Chrome trace JSON) ---
   m.def("_trace_start", [] { ore::trace_start(); });
   // Returns [(name, device, stream, kind, start_ns, end_ns, bytes)], kind named by the backend
   // ("kernel", "copy", ...).

@@ -64,8 +64,8 @@ void bind_sanitizer(pybind11::module_& m) {
                                        const std::vector<at::Tensor>& writes) {
           san::on_host_access(name, reads, writes);
         }));
-  // One collective (python/torch_openreg/_distributed.py): its openreg tensors read and written, on
-  // `device`, ending at `end` (the collective's _CollectiveEvent).
+  // One collective (python/torch_openreg/_distributed/_group.py): its openreg tensors read and written,
+  // on `device`, ending at `end` (the collective's _CollectiveEvent).
   m.def("_sanitizer_collective",
         torch::wrap_pybind_function([](const std::string& name, int device, const c10::openreg::CollectiveEvent& end,
                                        const std::vector<at::Tensor>& reads, const std::vector<at::Tensor>& writes) {

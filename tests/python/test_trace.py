@@ -68,7 +68,7 @@ def test_timeline_png(tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
-# Note [Writing the trace file] (python/torch_openreg/trace.py): the temporary file, bad destinations,
+# Note [Writing the trace file] (python/torch_openreg/openreg/_trace.py): the temporary file, bad destinations,
 # failures midway.
 
 

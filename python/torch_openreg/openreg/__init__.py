@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import torch
 
-from torch_openreg.trace import trace
-
 from . import memory, random, sanitizer, streams
 from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     _exchange_device,
@@ -42,6 +40,7 @@ from ._initialization import (  # noqa: F401
     is_initialized,
 )
 from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
+from ._trace import trace
 from ._utilization import utilization
 from .memory import (
     caching_allocator_alloc,

@@ -20,6 +20,11 @@ import threading
 from dataclasses import dataclass
 from typing import List, Optional, Union
 
+from torch_openreg import _C
+
+from ._device import device_count, synchronize
+from ._initialization import _lazy_init
+
 __all__ = ["trace", "TraceRecord", "records_to_chrome", "write_chrome_trace"]
 
 _active_lock = threading.Lock()
@@ -197,9 +202,7 @@ class trace:
 
     def __enter__(self) -> "trace":
         global _active
-        from . import _C, openreg
-
-        openreg._lazy_init()
+        _lazy_init()
         with _active_lock:
             if _active is not None:
                 raise RuntimeError("torch.openreg.trace: a trace is already active in this process")
@@ -210,8 +213,6 @@ class trace:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         global _active
-        from . import _C
-
         try:
             _sync_all()
         finally:
@@ -224,7 +225,5 @@ class trace:
 
 
 def _sync_all() -> None:
-    from . import openreg
-
-    for d in range(openreg.device_count()):
-        openreg.synchronize(d)
+    for d in range(device_count()):
+        synchronize(d)

@@ -1,0 +1,42 @@
+"""torch.distributed on openreg: the ``openreg`` c10d backend, gloo driving zero-copy CPU views.
+
+Registered at import (autoload) with ``Backend.register_backend("openreg", ..., devices=["openreg"])``;
+registration only records a factory, so nothing is created until ``init_process_group`` runs.
+``init_process_group()`` with no backend named then uses it for openreg tensors, and
+``"cpu:gloo,openreg:openreg"`` names it explicitly.
+
+The modules, one concept each:
+- _group: ProcessGroupOpenReg, its one issue path ``_run`` (Note [openreg collectives over gloo])
+- _collectives: the table of collectives (c10d's method -> gloo's method and its argument check)
+- _checks: the argument checks made at the call (Note [Argument checks at the call])
+- _comm_queue: a collective's job and the group's communication threads (Note [Stream-ordered collectives])
+- _work: the Works handed back to c10d
+- _gloo: the inner gloo group and what c10d asks it (Note [split_group on openreg])
+- _views: openreg tensors as zero-copy CPU views for gloo
+- _reduce_ops: AVG and PREMUL_SUM, which gloo lacks
+- _device: the device type's name, torch.openreg and the backend's per-device streams
+"""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+
+from ._device import BACKEND_NAME
+from ._group import ProcessGroupOpenReg
+
+__all__ = ["BACKEND_NAME", "ProcessGroupOpenReg", "register"]
+
+
+def _create(opts, backend_options) -> ProcessGroupOpenReg:
+    # The extended API hands us the group's name: c10d does not name a Python group it returns as the
+    # whole process group, and DeviceMesh/functional collectives resolve groups by name.
+    pg = ProcessGroupOpenReg(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    pg._set_group_name(opts.group_id)
+    return pg
+
+
+def register() -> None:
+    """Registers the backend name with c10d (records a factory only)."""
+    if BACKEND_NAME.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=[BACKEND_NAME])

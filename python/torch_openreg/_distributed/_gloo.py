@@ -1,0 +1,86 @@
+"""The group's inner gloo group, and what c10d asks it on the openreg group's behalf.
+
+Note [split_group on openreg]
+c10d's ``dist.split_group`` works on a group bound to a device, and c10d binds the device given as
+``init_process_group(device_id=)`` to the ProcessGroup it made, not to the group a Python plugin returns
+in its place. It then asks "the backend of the accelerator" (the group's ``_get_backend``: the inner gloo,
+a ``_Gloo``) whether it can split, deep-copies its options, and calls the parent group's ``split_group``.
+So: c10d's eager connection of the bound device (``_Gloo.eager_connect_single_device``, called only when
+a device is bound) binds it to our group; ``_Gloo.options`` are gloo's options in a subclass that
+``copy.deepcopy`` can copy (gloo's own cannot be pickled); and ``ProcessGroupOpenReg.split_group``
+(_group.py) is the split: a new openreg group, over a new gloo group that rendezvouses under the parent's
+store, on the ranks of the split; the others get None and wait for nobody. The store prefix is the
+parent's split count, not the name c10d gives the child (which counts the groups each rank belongs to,
+so it differs between ranks after a split that left one out). A bound device also makes c10d ask every
+later group for a backend on it, which a plain ``new_group(backend="gloo")`` lacks; gloo is then
+registered for openreg devices too (``_gloo_groups_accept_bound_device``), so such a group is made, and
+refuses openreg tensors itself. DeviceMesh takes the split path on a bound group (as with NCCL).
+"""
+
+from __future__ import annotations
+
+import weakref
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+
+from ._device import BACKEND_NAME
+
+if TYPE_CHECKING:
+    from ._group import ProcessGroupOpenReg
+
+
+class _GlooOptions(dist.ProcessGroupGloo._Options):  # type: ignore[name-defined]
+    """gloo's options, copyable by ``copy.deepcopy`` (c10d's split_group deep-copies the parent's; the
+    C++ class cannot be pickled, so it cannot be deep-copied)."""
+
+    @classmethod
+    def of(cls, src) -> _GlooOptions:
+        copy = cls()
+        copy._timeout = src._timeout
+        copy._threads = src._threads
+        copy._devices = list(src._devices)  # gloo's transport devices are shared between groups
+        copy.global_ranks_in_group = list(src.global_ranks_in_group)
+        copy.group_name = src.group_name
+        return copy
+
+    def __deepcopy__(self, memo) -> _GlooOptions:
+        return _GlooOptions.of(self)
+
+
+class _Gloo(dist.ProcessGroupGloo):
+    """The group's inner gloo group. c10d takes it for the group's backend on every device (see
+    ProcessGroupOpenReg._get_backend), and asks it two things on the openreg device's behalf:
+    - ``eager_connect_single_device(device)``: called by init_process_group / new_group when a device
+      is bound (``device_id=``). c10d binds the device to the ProcessGroup it created, not to the group
+      a Python plugin returns, so the binding is made here: split_group needs it.
+    - ``options``: deep-copied by split_group for the child's options (see _GlooOptions).
+    """
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, owner: ProcessGroupOpenReg) -> None:
+        super().__init__(store, rank, size, timeout)
+        self._owner = weakref.ref(owner)  # the group owns this one: no cycle
+
+    @property
+    def options(self) -> _GlooOptions:
+        return _GlooOptions.of(super().options)
+
+    def eager_connect_single_device(self, device) -> None:
+        owner = self._owner()
+        if owner is not None and device is not None and torch.device(device).type == BACKEND_NAME:
+            owner.bound_device_id = torch.device(device)
+            _gloo_groups_accept_bound_device()
+        super().eager_connect_single_device(device)
+
+
+def _gloo_groups_accept_bound_device() -> None:
+    """Once a group is bound to an openreg device, c10d asks every group created after it (new_group
+    passes the default group's bound device on) for its backend on that device; a plain gloo group
+    (``new_group(backend="gloo")``, for CPU tensors) has none and its creation would fail. So gloo is
+    registered for openreg from then on: such a group is created, and an openreg tensor given to it is
+    refused by gloo itself ("unsupported device type openreg"), as before."""
+    devices = dist.Backend.backend_capability.setdefault(dist.Backend.GLOO, [])
+    if BACKEND_NAME not in devices:
+        devices.append(BACKEND_NAME)

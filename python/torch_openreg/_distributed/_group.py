@@ -1,0 +1,164 @@
+"""The openreg c10d group: ``ProcessGroupOpenReg``, and ``_run``, the one path of its collectives.
+
+Note [openreg collectives over gloo]
+openreg device memory is host memory, so a CPU tensor built over the same address (``_cpu_view`` in
+_views.py) is a zero-copy view that gloo can read and write. The group holds one ``ProcessGroupGloo``
+(``_Gloo`` in _gloo.py) and forwards every collective to it with openreg tensors replaced by their views
+and CPU tensors passed through, so the rendezvous, TCP transport across hosts, algorithms and timeouts
+are all gloo's. The group is a Python ``ProcessGroup`` subclass (c10d's ``Backend`` cannot be subclassed
+from Python), and c10d uses such a group as the whole process group: CPU tensors therefore also go to
+the inner gloo group. Its collectives are queued, stream-ordered (Note [Stream-ordered collectives] in
+_comm_queue.py).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from . import _collectives
+from ._comm_queue import _CommQueue, _Job
+from ._device import BACKEND_NAME, _om
+from ._gloo import _Gloo
+from ._reduce_ops import _apply_scale, _scale_of
+from ._views import _Converter
+from ._work import _DeviceWork, _HostWork
+
+
+def _flatten(x) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for o in x for t in _flatten(o)]
+    return []
+
+
+class ProcessGroupOpenReg(dist.ProcessGroup):
+    """c10d group for openreg (and CPU) tensors over an inner gloo group.
+
+    See Note [openreg collectives over gloo] and Note [Stream-ordered collectives]. Its collectives are
+    the methods made from the tables of _collectives.py; every one goes through ``_run``.
+    """
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+        super().__init__(rank, size)  # type: ignore[call-arg]
+        self._gloo = _Gloo(store, rank, size, timeout, self)
+        # c10d keeps a group's name on its backends ("ProcessGroup name not set" without one).
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        self._store = store
+        self._timeout = timeout
+        self._splits = 0
+        self._coalesced_work: dist.Work | None = None  # the last Work issued (see _end_coalescing)
+        self._queue = _CommQueue(f"pg{id(self):x}")
+
+    def getBackendName(self) -> str:  # noqa: N802 - c10d's name
+        return BACKEND_NAME
+
+    def get_group_store(self):
+        # c10d records it for split groups; the C++ base has none (a Python subclass cannot pass one).
+        return self._store
+
+    def _get_backend(self, device):
+        # c10d asks the backend of a device for its capabilities (splitting, sequence numbers) and
+        # eager connection; gloo's answers are ours. Collectives never go through it: c10d calls the
+        # group's methods (_collectives.py), which queue them (Note [Stream-ordered collectives]).
+        return self._gloo
+
+    def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None, device_types=None):
+        """c10d's split hook (``dist.split_group``): a new openreg group of the parent ranks ``ranks``,
+        over a new gloo group that rendezvouses in the parent's store; None on ranks outside it
+        (Note [split_group on openreg] in _gloo.py).
+
+        Unlike NCCL's communicator split, the ranks outside take no part, so none of them waits.
+        """
+        if opts is not None and not isinstance(opts, dist.ProcessGroupGloo._Options):  # type: ignore[attr-defined]
+            raise TypeError(
+                f"openreg distributed split_group: pg_options must be gloo's options "
+                f"(ProcessGroupGloo._Options), got {type(opts).__name__}"
+            )
+        for device in device_types or []:
+            if torch.device(device).type not in ("cpu", BACKEND_NAME):
+                raise ValueError(f"openreg distributed split_group: no backend for device type {device}")
+        ranks = sorted(int(r) for r in ranks)
+        if len(set(ranks)) != len(ranks) or not all(0 <= r < self.size() for r in ranks):
+            raise ValueError(f"openreg distributed split_group: invalid ranks {ranks} for a group of {self.size()}")
+        self._splits += 1  # every parent rank splits in the same order (c10d's contract)
+        if self.rank() not in ranks:
+            return None
+        if timeout is None:
+            timeout = opts._timeout if opts is not None else self._timeout
+        name = dist.distributed_c10d.GroupName(group_name or f"{self.group_name}:split:{self._splits}")
+        # Not the name: c10d's split names count the groups this rank belongs to, which differ between
+        # the ranks once a split has left one out. The parent's split count is the same on all of them.
+        store = dist.PrefixStore(f"split/{self._splits}/", self._store)
+        child = ProcessGroupOpenReg(store, ranks.index(self.rank()), len(ranks), timeout)
+        child._set_group_name(name)
+        child._set_group_desc(group_desc or f"{self.group_desc}:split:{self._splits}")
+        child.bound_device_id = self.bound_device_id
+        return child
+
+    # c10d's _coalescing_manager(device=...) brackets its collectives with these: the collectives
+    # already run in order on one queue, so the bracket only returns the last one's Work (it ends
+    # after all earlier ones, since the completing thread ends them in issue order).
+    def _start_coalescing(self, device) -> None:
+        self._coalesced_work = None
+
+    def _end_coalescing(self, device):
+        work, self._coalesced_work = self._coalesced_work, None
+        return work
+
+    def shutdown(self) -> None:
+        # Pending collectives end first (each bounded by gloo's timeout), then c10d shuts gloo down.
+        self._queue.close(self._timeout.total_seconds())
+        super().shutdown()
+
+    def _run(self, op: str, calls):
+        """The one path of every collective: checks the arguments of gloo's ``calls``
+        [(gloo name, args, kwargs)] here, then queues one job that runs them in order."""
+        for gloo_name, args, kwargs in calls:
+            check = _collectives.CHECKS.get(gloo_name)
+            if check is not None:
+                check(self, *args, **(kwargs or {}))
+        conv = _Converter(op)
+        launches: list = []
+        outputs: list[torch.Tensor] = []
+        post_views: list = []
+        for gloo_name, args, kwargs in calls:
+            args = list(args)
+            scale = None
+            if args and hasattr(args[-1], "reduceOp"):
+                args[-1], scale = _scale_of(args[-1], self.size())
+            mapped = conv.map(tuple(args))
+            mapped_kwargs = {k: conv.map(v) for k, v in (kwargs or {}).items()}
+            if args:
+                outputs.extend(_flatten(args[0]))  # every collective's outputs are its first argument
+            if scale is not None:
+                views = _flatten(mapped[0])
+                if gloo_name == "reduce" and mapped[-1].rootRank != self.rank():
+                    views = []  # only the root's output is defined
+                post_views.append((views, scale))
+            launches.append(lambda g=gloo_name, a=mapped, k=mapped_kwargs: getattr(self._gloo, g)(*a, **k))
+
+        def post():
+            for views, scale in post_views:
+                _apply_scale(views, scale)
+
+        start = None
+        if conv.device is not None:
+            start = torch.Event()
+            start.record(_om().current_stream(conv.device))
+        job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, start)
+        _om().sanitizer._collective(job, calls)  # torch.openreg.sanitizer: one call per collective
+        self._queue.submit(job)
+        work: dist.Work
+        if conv.device is None:
+            work = _HostWork(job, outputs)
+        else:
+            work = _DeviceWork(job, [t for t in outputs if t.device.type == BACKEND_NAME])
+        self._coalesced_work = work
+        return work
+
+
+_collectives.install(ProcessGroupOpenReg)
