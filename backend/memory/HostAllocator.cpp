@@ -7,6 +7,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -107,24 +108,25 @@ at::HostStats OpenRegHostAllocator::get_stats() {
   return state.stats;
 }
 
+namespace {
+// The statistics that reset_accumulated_stats and reset_peak_stats reset (as CUDA's host allocator's).
+std::array<at::Stat*, 4> resettable_stats(at::HostStats& stats) {
+  return {&stats.allocations, &stats.active_requests, &stats.allocated_bytes, &stats.active_bytes};
+}
+}  // namespace
+
 void OpenRegHostAllocator::reset_accumulated_stats() {
   HostStatsState& state = host_stats();
   std::lock_guard<std::mutex> lock(state.mutex);
-  at::HostStats& stats = state.stats;
-  for (at::Stat* stat : {&stats.allocations, &stats.active_requests, &stats.allocated_bytes, &stats.active_bytes}) {
-    stat->reset_accumulated();
-  }
-  stats.num_host_alloc = 0;
-  stats.num_host_free = 0;
+  for (at::Stat* stat : resettable_stats(state.stats)) stat->reset_accumulated();
+  state.stats.num_host_alloc = 0;
+  state.stats.num_host_free = 0;
 }
 
 void OpenRegHostAllocator::reset_peak_stats() {
   HostStatsState& state = host_stats();
   std::lock_guard<std::mutex> lock(state.mutex);
-  at::HostStats& stats = state.stats;
-  for (at::Stat* stat : {&stats.allocations, &stats.active_requests, &stats.allocated_bytes, &stats.active_bytes}) {
-    stat->reset_peak();
-  }
+  for (at::Stat* stat : resettable_stats(state.stats)) stat->reset_peak();
 }
 
 OpenRegHostAllocator& host_allocator() {

@@ -2,6 +2,8 @@
 // Host memory for the CPU allocations of kernels running on compute threads: Note [Kernel scratch
 // memory] in memory/KernelScratch.cpp.
 
+#include <c10/macros/Macros.h>
+
 #include <cstddef>
 
 #include "backend/Export.h"
@@ -14,8 +16,7 @@ class OPENREG_BACKEND_API KernelScratchScope {
  public:
   KernelScratchScope() noexcept;
   ~KernelScratchScope();
-  KernelScratchScope(const KernelScratchScope&) = delete;
-  KernelScratchScope& operator=(const KernelScratchScope&) = delete;
+  C10_DISABLE_COPY_AND_ASSIGN(KernelScratchScope);
 
  private:
   bool outer_;

@@ -100,17 +100,28 @@ bool is_pinned(const at::Tensor& host) {
   return c10::openreg::is_pinned_ptr(host.const_data_ptr());
 }
 
-void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  if (!(non_blocking && is_pinned(src) && byte_copyable(src, dst))) c10::openreg::warn_or_error_on_sync();
-  const c10::DeviceIndex index = dst.device().index();
-  const OpenRegStream stream = current_openreg_stream(index);
-  if (byte_copyable(src, dst)) {
+// Starts a copy between the host tensor `host` (src or dst) and a device, on the device's current
+// stream, which it returns. When the bytes can move as they are, it makes the whole copy and sets
+// `done`: then the host waits for the stream unless non_blocking=True and the host memory is pinned
+// (CUDA's rule). Every copy that blocks is reported to the sync debug mode first.
+OpenRegStream start_host_copy(const at::Tensor& src, const at::Tensor& dst, const at::Tensor& host,
+                              c10::DeviceIndex device, bool non_blocking, bool& done) {
+  const bool direct = byte_copyable(src, dst);
+  const bool async = non_blocking && is_pinned(host);
+  if (!(async && direct)) c10::openreg::warn_or_error_on_sync();
+  const OpenRegStream stream = current_openreg_stream(device);
+  done = direct;
+  if (direct) {
     enqueue_byte_copy(stream, dst, src);
-    if (!(non_blocking && is_pinned(src))) {
-      wait_for(stream);
-    }
-    return;
+    if (!async) wait_for(stream);
   }
+  return stream;
+}
+
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  bool done = false;
+  const OpenRegStream stream = start_host_copy(src, dst, /*host=*/src, dst.device().index(), non_blocking, done);
+  if (done) return;
   // Convert on the host into dst's layout (or a contiguous one), then move bytes.
   const bool dst_plain = is_plain_dense(dst);
   at::Tensor host = dst_plain ? at::empty_strided(dst.sizes(), dst.strides(), src.options().dtype(dst.scalar_type()))
@@ -127,16 +138,9 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  if (!(non_blocking && is_pinned(dst) && byte_copyable(src, dst))) c10::openreg::warn_or_error_on_sync();
-  const c10::DeviceIndex index = src.device().index();
-  const OpenRegStream stream = current_openreg_stream(index);
-  if (byte_copyable(src, dst)) {
-    enqueue_byte_copy(stream, dst, src);
-    if (!(non_blocking && is_pinned(dst))) {
-      wait_for(stream);
-    }
-    return;
-  }
+  bool done = false;
+  const OpenRegStream stream = start_host_copy(src, dst, /*host=*/dst, src.device().index(), non_blocking, done);
+  if (done) return;
   // Make the device side plain and dense (a gather kernel if needed), move its bytes to a host
   // temporary, then let the CPU convert into dst.
   at::Tensor dense = src;

@@ -189,40 +189,42 @@ void RaceChecker::record_event(uint64_t event, StreamId stream) {
   events_[event] = actors_[stream_actor(stream)].clock;
 }
 
+void RaceChecker::join_actor(size_t into, size_t from) {
+  if (into != from) join(actors_[into].clock, actors_[from].clock);
+}
+
+void RaceChecker::join_event(size_t into, uint64_t event) {
+  auto it = events_.find(event);
+  if (it != events_.end()) join(actors_[into].clock, it->second);  // never recorded: nothing to wait for
+}
+
 void RaceChecker::wait_event(uint64_t event, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = events_.find(event);
-  if (it == events_.end()) return;
-  join(actors_[stream_actor(stream)].clock, it->second);
+  join_event(stream_actor(stream), event);
 }
 
 void RaceChecker::wait_stream(StreamId waiter, StreamId waited) {
   std::lock_guard<std::mutex> lock(mu_);
-  Clock snapshot = actors_[stream_actor(waited)].clock;
-  join(actors_[stream_actor(waiter)].clock, snapshot);
+  const size_t from = stream_actor(waited);
+  join_actor(stream_actor(waiter), from);
 }
 
 void RaceChecker::synchronize_stream(uint64_t host, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  Clock snapshot = actors_[stream_actor(stream)].clock;
-  join(actors_[host_actor(host)].clock, snapshot);
+  const size_t from = stream_actor(stream);
+  join_actor(host_actor(host), from);
 }
 
 void RaceChecker::synchronize_event(uint64_t host, uint64_t event) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = events_.find(event);
-  if (it == events_.end()) return;
-  join(actors_[host_actor(host)].clock, it->second);
+  join_event(host_actor(host), event);
 }
 
 void RaceChecker::synchronize_device(uint64_t host, int device) {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t h = host_actor(host);
+  const size_t h = host_actor(host);
   for (const auto& [id, idx] : streams_)
-    if (id.device == device) {
-      Clock snapshot = actors_[idx].clock;
-      join(actors_[h].clock, snapshot);
-    }
+    if (id.device == device) join_actor(h, idx);
 }
 
 void RaceChecker::free_block(uint64_t host, int device, uint64_t begin, uint64_t end, StreamId alloc_stream,

@@ -158,6 +158,11 @@ class OPENREG_BACKEND_API RaceChecker {
   size_t stream_actor(StreamId s);
   size_t host_actor(uint64_t host);
   static void join(Clock& into, const Clock& from);
+  // Joins actor `from`'s clock into actor `into`'s. Both are indices resolved by the caller first:
+  // resolving an actor may grow actors_ and move every clock.
+  void join_actor(size_t into, size_t from);
+  // Joins the clock `event`'s last record captured into actor `into`'s (nothing if never recorded).
+  void join_event(size_t into, uint64_t event);
   static bool ordered(const Clock& c, const Stamp& prior) {
     return prior.actor < c.size() && c[prior.actor] >= prior.epoch;
   }

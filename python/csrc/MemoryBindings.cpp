@@ -16,6 +16,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -82,28 +84,15 @@ void record_memory_history(const std::optional<std::string>& enabled, const std:
   alloc.record_history(enabled.has_value(), fn, entries, when);
 }
 
+// The names torch.cuda.memory._snapshot() gives TraceEntry::Action's values, in the enum's order.
+constexpr std::array<const char*, 9> kActionNames = {"alloc",         "free_requested", "free_completed",
+                                                     "segment_alloc", "segment_free",   "segment_map",
+                                                     "segment_unmap", "snapshot",       "oom"};
+static_assert(TraceEntry::ALLOC == 0 && TraceEntry::OOM == kActionNames.size() - 1, "one name per action");
+
 const char* action_name(TraceEntry::Action a) {
-  switch (a) {
-    case TraceEntry::ALLOC:
-      return "alloc";
-    case TraceEntry::FREE_REQUESTED:
-      return "free_requested";
-    case TraceEntry::FREE_COMPLETED:
-      return "free_completed";
-    case TraceEntry::SEGMENT_ALLOC:
-      return "segment_alloc";
-    case TraceEntry::SEGMENT_FREE:
-      return "segment_free";
-    case TraceEntry::SEGMENT_MAP:
-      return "segment_map";
-    case TraceEntry::SEGMENT_UNMAP:
-      return "segment_unmap";
-    case TraceEntry::SNAPSHOT:
-      return "snapshot";
-    case TraceEntry::OOM:
-      return "oom";
-  }
-  return "unknown";
+  const auto i = static_cast<std::size_t>(a);
+  return i < kActionNames.size() ? kActionNames[i] : "unknown";
 }
 
 // torch.cuda.memory._snapshot()'s dictionary: {"segments": [...], "device_traces": [[...], ...]}.

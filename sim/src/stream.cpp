@@ -229,22 +229,24 @@ void Stream::enqueue(WorkItem* item) {
   }
 }
 
+namespace {
+// A kernel or a host callback: an item that runs `fn`, named `name` (or `unnamed`).
+WorkItem* fill_task_item(WorkItem* item, ItemKind kind, const char* name, const char* unnamed, Task fn) {
+  item->kind = kind;
+  item->name = name != nullptr ? name : unnamed;
+  item->fn = std::move(fn);
+  return item;
+}
+}  // namespace
+
 void Stream::launch(const char* name, Task fn) {
   if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
-  WorkItem* item = acquire_item();
-  item->kind = ItemKind::kKernel;
-  item->name = name != nullptr ? name : "kernel";
-  item->fn = std::move(fn);
-  enqueue(item);
+  enqueue(fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn)));
 }
 
 void Stream::host_callback(const char* name, Task fn) {
   if (!fn) throw_error(Errc::kInvalidArgument, "host callback with an empty task");
-  WorkItem* item = acquire_item();
-  item->kind = ItemKind::kHostCallback;
-  item->name = name != nullptr ? name : "host callback";
-  item->fn = std::move(fn);
-  enqueue(item);
+  enqueue(fill_task_item(acquire_item(), ItemKind::kHostCallback, name, "host callback", std::move(fn)));
 }
 
 void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* name) {

@@ -2,6 +2,8 @@
 
 #include "backend/Export.h"
 
+#include <c10/macros/Macros.h>
+
 // Intra-op parallelism of kernels running on a device's compute threads.
 //
 // ATen's CPU kernels parallelize with OpenMP, whose thread count is a per-thread setting (the
@@ -23,8 +25,7 @@ class OPENREG_BACKEND_API IntraOpThreadsScope {
   //! calling thread's OpenMP/MKL thread count to its share of the device and of the machine.
   IntraOpThreadsScope(int device, int compute_threads);
   ~IntraOpThreadsScope();  // uncounts the kernel
-  IntraOpThreadsScope(const IntraOpThreadsScope&) = delete;
-  IntraOpThreadsScope& operator=(const IntraOpThreadsScope&) = delete;
+  C10_DISABLE_COPY_AND_ASSIGN(IntraOpThreadsScope);
 
   //! The share this scope gave its thread.
   int threads() const noexcept { return threads_; }
@@ -42,8 +43,7 @@ class OPENREG_BACKEND_API SerialHostKernelScope {
  public:
   SerialHostKernelScope();
   ~SerialHostKernelScope();
-  SerialHostKernelScope(const SerialHostKernelScope&) = delete;
-  SerialHostKernelScope& operator=(const SerialHostKernelScope&) = delete;
+  C10_DISABLE_COPY_AND_ASSIGN(SerialHostKernelScope);
 
  private:
   int previous_omp_;
