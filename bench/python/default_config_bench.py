@@ -28,11 +28,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
+from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
 from bench_table import TablePrinter
+from bench_workloads import kernels_over_devices, kernels_over_streams
 
 TARGETS = {
     "small_op": ("<=", 1.2), "elementwise_1m": ("<=", 1.2), "mm2048": (">=", 0.9), "mlp_step": ("<=", 1.2),
@@ -42,14 +43,6 @@ TARGETS = {
 TUNED = {"two_devices": {"OPENREG_COMPUTE_THREADS": "1"}}
 TUNED_DEFAULT = {"OPENREG_DEVICE_COUNT": "1"}
 REPS = 3
-
-
-def _torch(need_openreg=True):
-    import torch
-
-    if need_openreg and not hasattr(torch, "openreg"):
-        import torch_openreg  # noqa: F401
-    return torch
 
 
 def median_time(fn, reps=REPS):
@@ -88,7 +81,7 @@ def _ratio_rows(torch, make, step, n, reps):
 
 
 def fig_small_op(quick):
-    torch = _torch()
+    torch = load_openreg()
     n = 500 if quick else 3000
     rows = {}
     for name, fn in (("add", lambda t: t[0] + t[1]), ("relu", lambda t: t[0].relu())):
@@ -98,14 +91,14 @@ def fig_small_op(quick):
 
 
 def fig_elementwise_1m(quick):
-    torch = _torch()
+    torch = load_openreg()
     cpu, dev = _ratio_rows(torch, lambda d: (torch.randn(1 << 20, device=d), torch.randn(1 << 20, device=d)),
                            lambda t: t[0] + t[1], 20 if quick else 100, REPS)
     return {"value": dev / cpu, "detail": {"cpu_us": cpu * 1e6, "openreg_us": dev * 1e6}}
 
 
 def fig_mm2048(quick):
-    torch = _torch()
+    torch = load_openreg()
     cpu, dev = _ratio_rows(torch, lambda d: (torch.randn(2048, 2048, device=d), torch.randn(2048, 2048, device=d)),
                            lambda t: t[0] @ t[1], 2 if quick else 4, REPS)
     return {"value": cpu / dev, "detail": {"cpu_ms": cpu * 1e3, "openreg_ms": dev * 1e3}}
@@ -133,7 +126,7 @@ def _train_step_ratio(torch, build, batch_shape, target, n, quick):
 
 
 def fig_mlp_step(quick):
-    torch = _torch()
+    torch = load_openreg()
     nn = torch.nn
     return _train_step_ratio(torch, lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                                                           nn.Linear(512, 10)),
@@ -163,13 +156,13 @@ class _ConvBlock:
 
 
 def fig_conv_step(quick):
-    torch = _torch()
+    torch = load_openreg()
     return _train_step_ratio(torch, lambda: _ConvBlock.build(torch), (16, 3, 32, 32),
                              lambda d: torch.randint(0, 10, (16,), device=d), 5 if quick else 15, quick)
 
 
 def fig_transformer(quick):
-    torch = _torch()
+    torch = load_openreg()
     nn = torch.nn
 
     def build():
@@ -188,40 +181,19 @@ def fig_transformer(quick):
                              5 if quick else 20, quick)
 
 
-def _small_kernel(torch, x):
-    return torch.cumsum(x, 0)  # sequential: one thread, tens of microseconds
-
-
 def fig_two_streams(quick):
-    torch = _torch()
-    count = 200 if quick else 1000
-    xs = [torch.randn(1 << 16, device="openreg") for _ in range(2)]
-    streams = [torch.openreg.Stream(), torch.openreg.Stream()]
-
-    def run(k):
-        for i in range(count):
-            with torch.openreg.stream(streams[i % k]):
-                _small_kernel(torch, xs[i % k])
-        torch.openreg.synchronize()
-
+    torch = load_openreg()
+    run = kernels_over_streams(torch, 200 if quick else 1000)
     run(2)
     one, two = median_time(lambda: run(1)), median_time(lambda: run(2))
     return {"value": one / two, "detail": {"one_stream_ms": one * 1e3, "two_streams_ms": two * 1e3}}
 
 
 def fig_two_devices(quick):
-    torch = _torch()
+    torch = load_openreg()
     if torch.openreg.device_count() < 2:
         return {"value": None, "detail": "needs two devices"}
-    count = 200 if quick else 1000
-    xs = [torch.randn(1 << 16, device=f"openreg:{d}") for d in (0, 1)]
-
-    def run(k):
-        for i in range(count):
-            _small_kernel(torch, xs[i % k])
-        torch.openreg.synchronize(0)
-        torch.openreg.synchronize(1)
-
+    run = kernels_over_devices(torch, 200 if quick else 1000)
     run(2)
     one, two = median_time(lambda: run(1)), median_time(lambda: run(2))
     return {"value": one / two, "detail": {"one_device_ms": one * 1e3, "two_devices_ms": two * 1e3}}
@@ -266,18 +238,12 @@ def fig_cpu_slowdown(quick):
     or at 9-13 us, openreg imported or not), so the two sides must be sampled alike. (Until 2026-11-26
     this figure compared the faster of two processes without openreg against this one process: a
     slow mode of this process alone read as openreg's slowdown.)"""
-    without_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
-    without_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    quick_flag = ["--quick"] if quick else []
-
-    def child(flag, env):
-        cmd = [sys.executable, os.path.abspath(__file__), flag] + quick_flag
-        return json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-
+    without_env = child_env({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    after_env = child_env(inherit_openreg=True)  # this figure's own configuration
     runs = {"without_openreg": [], "after_openreg_use": []}
     for _ in range(SLOWDOWN_PROCESSES):
-        runs["without_openreg"].append(child("--cpu-baseline", without_env))
-        runs["after_openreg_use"].append(child("--cpu-after-openreg", dict(os.environ)))
+        runs["without_openreg"].append(run_child(__file__, ["--cpu-baseline"], without_env, quick))
+        runs["after_openreg_use"].append(run_child(__file__, ["--cpu-after-openreg"], after_env, quick))
     keys = list(runs["without_openreg"][0])
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in keys} for side, rs in runs.items()}
     value = max(medians["after_openreg_use"][k] / medians["without_openreg"][k] for k in keys)
@@ -289,7 +255,7 @@ def fig_d2h_over_h2d(quick):
     sim/src/copy_engine.cpp) over .to("openreg") (into recycled device memory), interleaved rep by rep.
     Beside it: device-to-host into an existing host tensor (already backed: the engine's copy speed),
     and how long non_blocking copies with pinned memory take to return (they must not wait)."""
-    torch = _torch()
+    torch = load_openreg()
     host = torch.randn(16 << 20)  # 64 MiB
     dev = host.to("openreg")
     existing = torch.empty_like(host).fill_(0)
@@ -335,15 +301,11 @@ def fig_d2h_over_h2d(quick):
 FIGURES = {name: globals()["fig_" + name] for name in TARGETS}
 
 
-def run_child(name, env_extra, quick):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
-    env.update(env_extra)
-    cmd = [sys.executable, os.path.abspath(__file__), "--figure", name] + (["--quick"] if quick else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()
-        return {"value": None, "error": tail[-1] if tail else f"exit {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def run_figure(name, env_extra, quick):
+    try:
+        return run_child(__file__, ["--figure", name], child_env(env_extra), quick)
+    except ChildFailed as e:
+        return {"value": None, "error": e.last_error_line()}
 
 
 def _fmt(v):
@@ -360,11 +322,13 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer repetitions per timing (still medians of 3)")
     parser.add_argument("--out", default=os.path.join("bench", "results", "default_config_bench.json"))
     args = parser.parse_args()
-    if args.cpu_baseline:
-        print(json.dumps(_cpu_eager_times(_torch(need_openreg=False), args.quick)))
+    if args.cpu_baseline:  # the side without openreg: its parent turned the backend autoload off
+        import torch
+
+        print(json.dumps(_cpu_eager_times(torch, args.quick)))
         return 0
     if args.cpu_after_openreg:
-        torch = _torch()
+        torch = load_openreg()
         _use_openreg(torch)
         print(json.dumps(_cpu_eager_times(torch, args.quick)))
         return 0
@@ -375,18 +339,16 @@ def main():
     table = TablePrinter([("figure", 16), ("target", 8), ("default", 9), ("tuned", 9), ("tuned config", 0)],
                          align="<>>><")
     for name in args.only or list(FIGURES):
-        default = run_child(name, {}, args.quick)
+        default = run_figure(name, {}, args.quick)
         tuned_env = TUNED.get(name, TUNED_DEFAULT)
-        tuned = None if args.no_tuned else run_child(name, tuned_env, args.quick)
+        tuned = None if args.no_tuned else run_figure(name, tuned_env, args.quick)
         op, target = TARGETS[name]
         results["figures"][name] = {"target": f"{op} {target}", "default": default, "tuned": tuned,
                                     "tuned_env": tuned_env}
         table.row(name, f"{op} {target}", _fmt(default.get("value")), _fmt(tuned.get("value") if tuned else None),
                   tuned_env)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"\nwrote {args.out}")
+    print()
+    write_results(results, args.out)
     return 0
 
 

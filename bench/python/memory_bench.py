@@ -22,9 +22,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
+
+from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
 
 MiB = 1 << 20
 TARGETS = {
@@ -34,21 +34,13 @@ TARGETS = {
 }
 
 
-def _setup():
-    import torch
-
-    if not hasattr(torch, "openreg"):
-        import torch_openreg  # noqa: F401
-    return torch
-
-
 def _rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def section_add(quick):
-    torch = _setup()
+    torch = load_openreg()
     n = 100 if quick else 300
     threads = torch.openreg.get_device_properties(0).multi_processor_count
     torch.set_num_threads(threads)
@@ -109,7 +101,7 @@ def section_add(quick):
 
 
 def section_rss(quick, shape=(1024,)):
-    torch = _setup()
+    torch = load_openreg()
     n = 20000 if quick else 200000
     x = torch.randn(*shape, device="openreg")
     for _ in range(1000):  # warm: allocator, meta cache, kernels
@@ -138,7 +130,7 @@ def section_rss(quick, shape=(1024,)):
 
 
 def section_capacity(quick, capacity):
-    torch = _setup()
+    torch = load_openreg()
     n = 2000 if quick else 20000
     n_mm = 200 if quick else 20000  # 512x512 matmuls are compute bound: 20k take about a minute
     results = {"capacity": capacity}
@@ -207,32 +199,44 @@ ENV = {"capacity_256M": {"OPENREG_MEMORY_CAPACITY": "256M"}, "capacity_1G": {"OP
 
 
 def run_section(name, quick):
-    env = dict(os.environ)
-    env.update(ENV.get(name, {}))
-    cmd = [sys.executable, __file__, "--section", name] + (["--quick"] if quick else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        return {"error": (proc.stdout + proc.stderr)[-2000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    # The caller's OPENREG_* variables stay: the rss figures depend on settings such as
+    # OPENREG_LAUNCH_QUEUE_DEPTH, which a run may set to compare.
+    env = child_env(ENV.get(name), inherit_openreg=True)
+    try:
+        return run_child(__file__, ["--section", name], env, quick)
+    except ChildFailed as e:
+        return {"error": e.output_tail(2000)}
+
+
+# The `add` section's rows: (measure, its key in the section's result, number format).
+ADD_ROWS = [
+    ("peak allocated above input (MiB)", "peak_allocated_above_input_mib", ".2f"),
+    ("z = x + x, us/op", "openreg_us_per_op", ".1f"),
+    ("add(out=), us/op", "openreg_out_us_per_op", ".1f"),
+    ("CPU eager z = x + x, us/op", "cpu_us_per_op", ".1f"),
+    ("ratio vs out= (target <= 1.3)", "ratio_vs_out", ".2f"),
+    ("ratio vs CPU eager (target <= 1.3)", "ratio_vs_cpu", ".2f"),
+]
+
+
+def _row(section, measure, value, fmt=""):
+    # Fixed columns with no gap between them: a label longer than its column is not cut, it pushes the
+    # value to the right.
+    print(f"{section:<16}{measure:<46}{value:>14{fmt}}")
 
 
 def print_table(results):
-    print(f"{'section':<16}{'measure':<46}{'value':>14}")
+    _row("section", "measure", "value")
     a = results.get("add", {})
     if "error" not in a and a:
-        print(f"{'add':<16}{'peak allocated above input (MiB)':<46}{a['peak_allocated_above_input_mib']:>14.2f}")
-        print(f"{'':<16}{'z = x + x, us/op':<46}{a['openreg_us_per_op']:>14.1f}")
-        print(f"{'':<16}{'add(out=), us/op':<46}{a['openreg_out_us_per_op']:>14.1f}")
-        print(f"{'':<16}{'CPU eager z = x + x, us/op':<46}{a['cpu_us_per_op']:>14.1f}")
-        print(f"{'':<16}{'ratio vs out= (target <= 1.3)':<46}{a['ratio_vs_out']:>14.2f}")
-        print(f"{'':<16}{'ratio vs CPU eager (target <= 1.3)':<46}{a['ratio_vs_cpu']:>14.2f}")
+        for i, (measure, key, fmt) in enumerate(ADD_ROWS):
+            _row("add" if i == 0 else "", measure, a[key], fmt)  # the section named on its first row only
     for key in ("rss", "rss_backlog"):
         r = results.get(key, {})
         if "error" in r or not r:
             continue
-        label = f"{r['ops']} x sin{tuple(r['shape'])}: RSS growth peak (MiB)"
-        print(f"{key:<16}{label:<46}{r['rss_growth_peak_mib']:>14.1f}")
-        print(f"{'':<16}{'RSS growth at the end (MiB)':<46}{r['rss_growth_end_mib']:>14.1f}")
+        _row(key, f"{r['ops']} x sin{tuple(r['shape'])}: RSS growth peak (MiB)", r["rss_growth_peak_mib"], ".1f")
+        _row("", "RSS growth at the end (MiB)", r["rss_growth_end_mib"], ".1f")
     for key in ("capacity_256M", "capacity_1G"):
         c = results.get(key, {})
         if "error" in c or not c:
@@ -240,8 +244,7 @@ def print_table(results):
         for loop in ("sin", "empty_fill", "add", "mm_tanh"):
             e = c[loop]
             status = "ok" if e["ok"] else "OOM"
-            label = f"{loop} x{e['iterations']}: {status}, peak reserved MiB"
-            print(f"{key:<16}{label:<46}{e['peak_reserved_mib']:>14.1f}")
+            _row(key, f"{loop} x{e['iterations']}: {status}, peak reserved MiB", e["peak_reserved_mib"], ".1f")
     for key, value in results.items():
         if isinstance(value, dict) and "error" in value:
             print(f"{key}: FAILED\n{value['error']}")
@@ -261,10 +264,7 @@ def main():
     for name in args.only or SECTIONS:
         results[name] = run_section(name, args.quick)
     print_table(results)
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"wrote {args.out}")
+    write_results(results, args.out)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import bench_table
+from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
+from bench_workloads import kernels_over_devices, kernels_over_streams
 
 CORES = os.cpu_count() or 1
 TARGETS = {
@@ -36,14 +37,6 @@ TARGETS = {
     "streams": "two streams / one stream throughput >= 1.6",
     "devices": "two devices / one device throughput >= 1.6",
 }
-
-
-def _setup():
-    import torch
-
-    if not hasattr(torch, "openreg"):
-        import torch_openreg  # noqa: F401
-    return torch
 
 
 def per_call_us(fn, n, warmup=50):
@@ -59,8 +52,14 @@ def best_of(k, measure):
     return min(measure() for _ in range(k))
 
 
+def seconds(fn, *args):
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
 def section_small(quick):
-    torch = _setup()
+    torch = load_openreg()
     n = 500 if quick else 3000
     rows = []
     cases = []
@@ -84,7 +83,7 @@ def section_small(quick):
 
 
 def section_async(quick):
-    torch = _setup()
+    torch = load_openreg()
     a = torch.randn(2048, 2048, device="openreg")
     b = torch.randn(2048, 2048, device="openreg")
     (a @ b)
@@ -103,7 +102,7 @@ def section_async(quick):
 
 
 def section_large(quick):
-    torch = _setup()
+    torch = load_openreg()
     reps = 2 if quick else 5
     rows = []
     cases = [
@@ -135,52 +134,24 @@ def section_large(quick):
     return rows
 
 
-def _small_kernel(torch, x):
-    # ~tens of microseconds, single-threaded (a 1-D cumsum is sequential): a "small kernel".
-    return torch.cumsum(x, 0)
-
-
 def section_streams(quick):
-    torch = _setup()
+    torch = load_openreg()
     count = 200 if quick else 1000
-    xs = [torch.randn(1 << 16, device="openreg") for _ in range(2)]
-    streams = [torch.openreg.Stream(), torch.openreg.Stream()]
-
-    def run(k):
-        torch.openreg.synchronize()
-        t0 = time.perf_counter()
-        for i in range(count):
-            s = streams[i % k]
-            with torch.openreg.stream(s):
-                _small_kernel(torch, xs[i % k])
-        torch.openreg.synchronize()
-        return time.perf_counter() - t0
-
+    run = kernels_over_streams(torch, count)  # each run waits for its kernels: the next starts idle
     run(2)
-    one = best_of(3, lambda: run(1))
-    two = best_of(3, lambda: run(2))
+    one = best_of(3, lambda: seconds(run, 1))
+    two = best_of(3, lambda: seconds(run, 2))
     return [{"kernels": count, "one_stream_ms": round(one * 1e3, 2), "two_streams_ms": round(two * 1e3, 2),
              "speedup": round(one / two, 3)}]
 
 
 def section_devices(quick):
-    torch = _setup()
+    torch = load_openreg()
     count = 200 if quick else 1000
-    xs = {d: torch.randn(1 << 16, device=f"openreg:{d}") for d in (0, 1)}
-
-    def run(k):
-        torch.openreg.synchronize(0)
-        torch.openreg.synchronize(1)
-        t0 = time.perf_counter()
-        for i in range(count):
-            _small_kernel(torch, xs[i % k])
-        torch.openreg.synchronize(0)
-        torch.openreg.synchronize(1)
-        return time.perf_counter() - t0
-
+    run = kernels_over_devices(torch, count)
     run(2)
-    one = best_of(3, lambda: run(1))
-    two = best_of(3, lambda: run(2))
+    one = best_of(3, lambda: seconds(run, 1))
+    two = best_of(3, lambda: seconds(run, 2))
     threads = torch.openreg.get_device_properties(0).multi_processor_count
     return [{"kernels": count, "threads_per_device": threads, "one_device_ms": round(one * 1e3, 2),
              "two_devices_ms": round(two * 1e3, 2), "speedup": round(one / two, 3)}]
@@ -198,13 +169,11 @@ TUNED_DEFAULT = {"OPENREG_DEVICE_COUNT": "1"}
 
 
 def run_section_in_subprocess(name, quick, env_extra=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
-    env.update(SECTIONS[name][1] if env_extra is None else env_extra)
-    cmd = [sys.executable, os.path.abspath(__file__), "--section", name] + (["--quick"] if quick else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    env = child_env(SECTIONS[name][1] if env_extra is None else env_extra)
+    try:
+        return run_child(__file__, ["--section", name], env, quick)
+    except ChildFailed as e:
+        return {"error": e.last_error_line()}
 
 
 def print_table(name, result, env=None):
@@ -236,10 +205,8 @@ def main():
             results.setdefault("tuned", {})[name] = {"env": env,
                                                      "result": run_section_in_subprocess(name, args.quick, env)}
             print_table(name, results["tuned"][name]["result"], env)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"\nwrote {args.out}")
+    print()
+    write_results(results, args.out)
     return 0
 
 

@@ -108,6 +108,16 @@ class Worker(threading.Thread):
     def _pick_stream(self, device_index: int):
         return self.rng.choice(self.streams[device_index])
 
+    def _derive(self, stream, fn, *inputs: Slot) -> None:
+        """Adds the slot fn(*inputs): on the device on `stream`, after the inputs are ready, and on the
+        CPU references, so that the check compares the same computation on both sides. The caller has
+        drawn its random choices already: the draws stay in the order a seed reproduces."""
+        with torch.openreg.stream(stream):
+            self._use(stream, *inputs)
+            out = Slot(fn(*(s.dev for s in inputs)), fn(*(s.ref for s in inputs)))
+        self._done(stream, *inputs, out)
+        self.slots.append(out)
+
     def _new_values(self, shape):
         gen = torch.Generator().manual_seed(self.rng.randrange(1 << 30))
         return torch.randn(shape, generator=gen)
@@ -129,11 +139,7 @@ class Worker(threading.Thread):
         stream = self._pick_stream(a.dev.device.index)
         # log: NaN for negative inputs, on both sides (the check treats NaNs in the same places as equal)
         fn = self.rng.choice([torch.tanh, torch.sigmoid, lambda x: x * 0.5 + 1.0, torch.neg, torch.log])
-        with torch.openreg.stream(stream):
-            self._use(stream, a)
-            out = Slot(fn(a.dev), fn(a.ref))
-        self._done(stream, a, out)
-        self.slots.append(out)
+        self._derive(stream, fn, a)
 
     def op_binary(self) -> None:
         a = self.rng.choice(self.slots)
@@ -141,11 +147,7 @@ class Worker(threading.Thread):
         b = self.rng.choice(peers)
         stream = self._pick_stream(a.dev.device.index)
         fn = self.rng.choice([torch.add, torch.mul, torch.sub, torch.maximum])
-        with torch.openreg.stream(stream):
-            self._use(stream, a, b)
-            out = Slot(fn(a.dev, b.dev), fn(a.ref, b.ref))
-        self._done(stream, a, b, out)
-        self.slots.append(out)
+        self._derive(stream, fn, a, b)
 
     def op_inplace(self) -> None:
         a = self.rng.choice(self.slots)
@@ -159,20 +161,12 @@ class Worker(threading.Thread):
     def op_matmul(self) -> None:
         a = self.rng.choice(self.slots)
         stream = self._pick_stream(a.dev.device.index)
-        with torch.openreg.stream(stream):
-            self._use(stream, a)
-            out = Slot(a.dev.t() @ a.dev, a.ref.t() @ a.ref)
-        self._done(stream, a, out)
-        self.slots.append(out)
+        self._derive(stream, lambda x: x.t() @ x, a)
 
     def op_reduce(self) -> None:
         a = self.rng.choice(self.slots)
         stream = self._pick_stream(a.dev.device.index)
-        with torch.openreg.stream(stream):
-            self._use(stream, a)
-            out = Slot(a.dev.sum(dim=0, keepdim=True), a.ref.sum(dim=0, keepdim=True))
-        self._done(stream, a, out)
-        self.slots.append(out)
+        self._derive(stream, lambda x: x.sum(dim=0, keepdim=True), a)
 
     def op_cross_device(self) -> None:
         if len(self.devices) < 2:

@@ -24,17 +24,7 @@ constexpr int kBatch = 1000;
 void BM_LaunchEnqueue(benchmark::State& state) {
   Runtime runtime(make_config(2, 1));
   auto stream = runtime.device(0).create_stream();
-  std::vector<double> per_item;
-  for (auto _ : state) {
-    const auto t0 = now_ns();
-    for (int i = 0; i < kBatch; ++i) stream->launch("noop", [] {});
-    const auto t1 = now_ns();
-    state.SetIterationTime(static_cast<double>(t1 - t0) * 1e-9);
-    per_item.push_back(static_cast<double>(t1 - t0) / kBatch);
-    stream->synchronize();  // not timed: keeps the queue from growing without bound
-  }
-  state.SetItemsProcessed(state.iterations() * kBatch);
-  state.counters["median_ns_per_item"] = median(per_item);
+  time_batched_calls(state, *stream, kBatch, [&] { stream->launch("noop", [] {}); });
 }
 BENCHMARK(BM_LaunchEnqueue)->UseManualTime()->Iterations(2000);
 
@@ -60,17 +50,7 @@ void BM_EventRecord(benchmark::State& state) {
   Runtime runtime(make_config(2, 1));
   auto stream = runtime.device(0).create_stream();
   auto event = Event::create();
-  std::vector<double> per_item;
-  for (auto _ : state) {
-    const auto t0 = now_ns();
-    for (int i = 0; i < kBatch; ++i) stream->record(event);
-    const auto t1 = now_ns();
-    state.SetIterationTime(static_cast<double>(t1 - t0) * 1e-9);
-    per_item.push_back(static_cast<double>(t1 - t0) / kBatch);
-    stream->synchronize();
-  }
-  state.SetItemsProcessed(state.iterations() * kBatch);
-  state.counters["median_ns_per_item"] = median(per_item);
+  time_batched_calls(state, *stream, kBatch, [&] { stream->record(event); });
 }
 BENCHMARK(BM_EventRecord)->UseManualTime()->Iterations(1000);
 
