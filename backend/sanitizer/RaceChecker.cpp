@@ -205,14 +205,12 @@ void RaceChecker::wait_event(uint64_t event, StreamId stream) {
 
 void RaceChecker::wait_stream(StreamId waiter, StreamId waited) {
   std::lock_guard<std::mutex> lock(mu_);
-  const size_t from = stream_actor(waited);
-  join_actor(stream_actor(waiter), from);
+  join_actor(stream_actor(waiter), stream_actor(waited));  // indices: either may be resolved first
 }
 
 void RaceChecker::synchronize_stream(uint64_t host, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  const size_t from = stream_actor(stream);
-  join_actor(host_actor(host), from);
+  join_actor(host_actor(host), stream_actor(stream));
 }
 
 void RaceChecker::synchronize_event(uint64_t host, uint64_t event) {

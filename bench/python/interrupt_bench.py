@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import textwrap
 import time
 
 from bench_table import print_table
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/support
+from tests.support import interrupt_child  # noqa: E402
 
 WAITS = {
     "torch.openreg.synchronize()": "torch.openreg.synchronize()",
@@ -27,41 +27,18 @@ WAITS = {
     "Tensor.cpu()": "y.cpu()",
 }
 
-CHILD = """
-import time, torch
-x = torch.randn(1024, 1024, device="openreg:0")
-(x @ x).sum().item()
-start = time.perf_counter()
-(x @ x).sum().item()
-one = time.perf_counter() - start
-for _ in range(int(3.0 / one) + 1):
-    y = x @ x
-done = torch.openreg.Event()
-done.record()
-print("waiting", flush=True)
-try:
-    WAIT
-except KeyboardInterrupt:
-    print("interrupted", flush=True)
-torch.openreg.synchronize()
-"""
-
 
 def latency_ms(wait: str) -> float:
-    code = textwrap.dedent(CHILD).replace("WAIT", wait)
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # not inherited SIG_IGN
+    child = interrupt_child.start(wait)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "waiting"
-        time.sleep(0.3)
-        sent = time.perf_counter()
-        os.kill(child.pid, signal.SIGINT)
+        sent = interrupt_child.interrupt(child)
         line = child.stdout.readline().strip()
         took = (time.perf_counter() - sent) * 1e3
-        child.wait(timeout=120)
+        child.communicate(timeout=120)
     finally:
         child.kill()
-    if line != "interrupted":
+    if not line.startswith("interrupted"):
         raise RuntimeError(f"{wait}: the child printed {line!r}")
     return took
 

@@ -1,0 +1,66 @@
+"""A child program that queues about 3 s of matmuls on openreg:0 and then waits for them on the host in a
+given way, and the steps that interrupt it: what tests/python/test_interrupt.py checks and
+bench/python/interrupt_bench.py times (Note [Interruptible host waits] in sim/src/host_wait.cpp).
+
+The child prints "waiting" once it waits. After SIGINT it prints whether the wait ended with the work
+still pending, then, after a full synchronize, whether the work ran and its result is right.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+CHILD = """
+import sys, time, torch
+
+x = torch.randn(1024, 1024, device="openreg:0")
+reference = (x.cpu() @ x.cpu()).sum().item()
+(x @ x).sum().item()  # warm-up
+start = time.perf_counter()
+(x @ x).sum().item()
+one = time.perf_counter() - start
+y = x
+for _ in range(int(3.0 / one) + 1):  # about 3 s of work: the interrupt comes 0.3 s into the wait
+    y = x @ x
+done = torch.openreg.Event()
+done.record()
+generic = torch.Event(device="openreg:0")
+generic.record()
+print("waiting", flush=True)
+try:
+    {wait}
+except KeyboardInterrupt:
+    print("interrupted, work pending:", not done.query(), flush=True)
+else:
+    print("the wait ended without an interrupt", flush=True)
+# Usable afterwards: the queued work still runs, and a later synchronize waits for all of it.
+torch.openreg.synchronize()
+print("done afterwards:", done.query(), flush=True)
+print("result right:", abs(y.sum().item() - reference) <= 1e-3 * abs(reference) + 1e-2, flush=True)
+"""
+
+#: How long after "waiting" the signal comes: well inside the wait's sleep.
+INTO_THE_WAIT_S = 0.3
+
+
+def start(wait: str) -> subprocess.Popen:
+    """Starts the child with `wait` (a Python statement; `done`, `generic`, `y` are in scope)."""
+    code = textwrap.dedent(CHILD).replace("{wait}", wait)
+    # SIGINT's default disposition in the child: a parent started in the background by a shell without job
+    # control (a CI runner, `cmd &`) ignores SIGINT, the child would inherit that, and Python installs no
+    # handler for an ignored signal.
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def interrupt(child: subprocess.Popen) -> float:
+    """Once the child printed "waiting": sends SIGINT INTO_THE_WAIT_S later; returns when it was sent."""
+    time.sleep(INTO_THE_WAIT_S)
+    sent = time.perf_counter()
+    os.kill(child.pid, signal.SIGINT)
+    return sent
