@@ -9,7 +9,16 @@
 // elements of the input tensor and the written-to tensor refer to a single memory location") and
 // in-place semantics then behave as on CPU.
 //
-// Thread-safety: a converter is used by one thread at a time.
+// Note [Walking an argument's tensors]
+// Which values of an argument are tensors follows from its kind (ArgKind, OpPlan.h) alone: a Tensor or
+// Tensor? argument is one tensor (an absent Tensor? arrives as None), a Tensor[] list holds tensors, a
+// Tensor?[] list tensors and None; other kinds hold none. for_each_tensor below is that rule, once:
+// every engine step that looks at a call's tensors (its device, the overlap rules, out= resizing, the
+// work item's recipes) walks them with it, and the steps that replace them (convert_arg, capture_arg)
+// rebuild their lists around it. A tensor's TensorPosition names the same tensor in another value of
+// the argument's shape, such as its stand-in.
+//
+// Thread-safety: a converter is used by one thread at a time; the rest are pure functions.
 
 #include "backend/ops/engine/OpPlan.h"
 
@@ -25,6 +34,34 @@
 #include <vector>
 
 namespace at::openreg {
+
+//! Where a tensor sits in its argument: the argument itself, or one element of its list.
+struct TensorPosition {
+  static constexpr std::uint32_t kWhole = ~std::uint32_t{0};
+
+  std::uint32_t element = kWhole;  //!< the list index, or kWhole for a Tensor argument
+
+  bool in_list() const noexcept { return element != kWhole; }
+  //! The tensor at this position in `v`, a value of the walked argument's shape (its stand-in).
+  const at::Tensor& tensor_in(const c10::IValue& v) const {
+    return in_list() ? v.toListRef()[element].toTensor() : v.toTensor();
+  }
+};
+
+//! Calls `f(tensor, position)` for each tensor that `v`, an argument of kind `kind`, holds, in order
+//! (Note [Walking an argument's tensors]). Undefined tensors are visited; None is not.
+template <typename F>
+void for_each_tensor(const c10::IValue& v, ArgKind kind, F&& f) {
+  if (kind == ArgKind::kTensor) {
+    if (v.isTensor()) f(v.toTensor(), TensorPosition{});
+    return;
+  }
+  if ((kind != ArgKind::kTensorList && kind != ArgKind::kOptionalTensorList) || !v.isList()) return;
+  const c10::ArrayRef<c10::IValue> elements = v.toListRef();
+  for (std::uint32_t k = 0; k < elements.size(); ++k) {
+    if (elements[k].isTensor()) f(elements[k].toTensor(), TensorPosition{k});
+  }
+}
 
 //! What an openreg storage becomes: a Meta storage, a CPU alias of the device bytes, or CPU scratch
 //! bytes of the same size (zeroed, lazily for large ones; for running a CPU kernel only to see the results' geometry,
@@ -72,9 +109,11 @@ at::Tensor cpu_alias_of(const at::Tensor& t);
 c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv,
                         const c10::IValue& cpu_generator, c10::DeviceType device_type);
 
-//! The argument as a work item captures it: CPU tensors (read when the item runs, like CUDA reads them
-//! when the op is issued) are copied; Python numbers wrapped as tensors and openreg tensors are not.
-c10::IValue snapshot_cpu_tensors(c10::IValue v, const ArgPlan& a);
+//! The argument as a work item holds it when the host converts it: openreg tensors (also inside lists)
+//! as CPU aliases from `cpu`; CPU tensors of Tensor and Tensor?[] arguments copied (the item reads
+//! them when it runs, CUDA when the op is issued; Python numbers wrapped as tensors need no copy); an
+//! openreg Device as CPU; a Generator as None (the item seeds its own CPU generator).
+c10::IValue capture_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& cpu);
 
 //! The seed a random op takes when it is issued (Note [Random ops take their seed at enqueue time] in
 //! runtime/Generator.h), from its Generator argument or its device's default generator; 0 for other ops.

@@ -41,8 +41,13 @@ using torch::jit::Stack;
 // TensorImpl per tensor. Tensors sharing a storage get aliases sharing one storage, as an
 // AliasConverter gives them (Arguments.h), so the CPU kernel's overlap checks behave as on CPU: one
 // storage table serves all of an op's tensors, single or in lists (cat, stack, index, index_put_),
-// whose recipes name their list and position. A list holding anything but openreg
-// tensors (and, for Tensor?[], None) converts on the host with an AliasConverter instead.
+// whose recipes name their list and position. A call with a list that mixes openreg tensors with
+// other tensors (CPU index tensors beside openreg ones in a Tensor?[]) has every argument converted on
+// the host by one AliasConverter instead, so that one storage table still covers all its tensors.
+//
+// run_async reads in the order it works: one walk of the arguments' tensors (Note [Walking an
+// argument's tensors] in Arguments.h) decides how each argument travels; then the outputs' geometry,
+// the returns, the work item (seed, captured arguments, launch), and the returns onto the stack.
 
 //! One distinct device storage an item's aliases share.
 struct StorageRecipe {
@@ -51,13 +56,11 @@ struct StorageRecipe {
   std::size_t nbytes;
 };
 
-constexpr std::uint32_t kNotInList = ~std::uint32_t{0};
-
 //! One tensor alias the item builds on the device thread, into values[value] (or, for a list element,
-//! into that list at `element`).
+//! into that list at `position`).
 struct AliasRecipe {
   std::uint32_t value;
-  std::uint32_t element;  // kNotInList for a single tensor
+  TensorPosition position;
   std::uint32_t storage;  // index into Recipes::storages
   bool conj;
   bool neg;
@@ -93,12 +96,12 @@ struct Recipes {
     return static_cast<std::uint32_t>(storages.size() - 1);
   }
 
-  //! Records `t` (an openreg tensor) to become values[value], or element `element` of that list.
-  void add(const at::Tensor& t, std::uint32_t value, std::uint32_t element = kNotInList) {
+  //! Records `t` (an openreg tensor) to become values[value], or the element at `position` of that list.
+  void add(const at::Tensor& t, std::uint32_t value, TensorPosition position = {}) {
     const std::uint32_t slot = storage_slot(t);
     AliasRecipe& r = tensors.emplace_back();  // filled in place: no move of its sizes and strides
     r.value = value;
-    r.element = element;
+    r.position = position;
     r.storage = slot;
     r.conj = t.is_conj();
     r.neg = t.is_neg();
@@ -108,15 +111,13 @@ struct Recipes {
     r.strides.assign(t.strides().begin(), t.strides().end());
   }
 
-  //! Records the list argument `v` (openreg tensors, and None where `optional`) to become
+  //! Records the list argument `v` of kind `kind` (openreg tensors, and None in a Tensor?[]) to become
   //! values[value].
-  void add_list(const IValue& v, std::uint32_t value, bool optional) {
-    const auto elements = v.toListRef();
-    lists.push_back({value, static_cast<std::uint32_t>(elements.size()), optional});
-    tensors.reserve(tensors.size() + elements.size());  // one growth, not a move of every recipe per doubling
-    for (std::uint32_t k = 0; k < elements.size(); ++k) {
-      if (elements[k].isTensor()) add(elements[k].toTensor(), value, k);
-    }
+  void add_list(const IValue& v, ArgKind kind, std::uint32_t value) {
+    const auto size = static_cast<std::uint32_t>(v.toListRef().size());
+    lists.push_back({value, size, kind == ArgKind::kOptionalTensorList});
+    tensors.reserve(tensors.size() + size);  // one growth, not a move of every recipe per doubling
+    for_each_tensor(v, kind, [&](const at::Tensor& t, TensorPosition p) { add(t, value, p); });
   }
 
   //! Builds the aliases into `values` (on the device thread).
@@ -142,13 +143,13 @@ struct Recipes {
       if (r.conj) impl->_set_conj(true);
       if (r.neg) impl->_set_neg(true);
       at::Tensor alias(std::move(impl));
-      if (r.element == kNotInList) {
+      if (!r.position.in_list()) {
         values[r.value] = std::move(alias);
       } else if (values[r.value].isTensorList()) {
-        values[r.value].toTensorList().set(r.element, std::move(alias));
+        values[r.value].toTensorList().set(r.position.element, std::move(alias));
       } else {
         auto list = values[r.value].toOptionalTensorList();
-        list.set(r.element, std::optional<at::Tensor>(std::move(alias)));
+        list.set(r.position.element, std::optional<at::Tensor>(std::move(alias)));
       }
     }
   }
@@ -216,49 +217,60 @@ struct OpWorkItem {
   }
 };
 
-//! Whether a list argument is one the recipes can carry: a list of openreg tensors (None elements too
-//! for Tensor?[]). An empty list carries no device tensor and travels as it is.
-bool list_takes_recipes(const IValue& v, ArgKind kind) {
-  const auto elements = v.toListRef();
-  if (elements.empty()) return false;
-  for (const IValue& e : elements) {
-    if (e.isTensor() ? !e.toTensor().is_privateuseone() : !(kind == ArgKind::kOptionalTensorList && e.isNone())) {
-      return false;
-    }
-  }
-  return true;
-}
+//! How one argument travels in the work item (Note [Work items hold CPU aliases, not tensors]).
+enum class Carry : std::uint8_t {
+  kValue,      //!< holds no openreg tensor (or mixes them into a list: host_converts): capture_arg
+  kAlias,      //!< an openreg tensor: an AliasRecipe
+  kAliasList,  //!< a list of openreg tensors, and None in a Tensor?[]: a ListRecipe and its AliasRecipes
+};
 
-bool is_list_kind(ArgKind kind) { return kind == ArgKind::kTensorList || kind == ArgKind::kOptionalTensorList; }
+//! What the work item needs from the arguments, found in one walk of their tensors.
+struct ArgumentsSeen {
+  c10::SmallVector<Carry, 8> carry;  //!< per argument
+  //! A list mixes openreg tensors with other tensors: the host converts every argument (see the Note).
+  bool host_converts = false;
+};
 
-//! Whether a list argument mixes openreg tensors with other values (then the host converts: see the
-//! Note).
-bool lists_need_host_conversion(const OpPlan& plan, c10::ArrayRef<IValue> args) {
+//! How the arguments of a call travel: the one walk of their tensors (Note [Walking an argument's
+//! tensors] in Arguments.h). It reads device types only, which the shape pass's resizing keeps.
+ArgumentsSeen see_arguments(const OpPlan& plan, c10::ArrayRef<IValue> args) {
+  ArgumentsSeen seen;
+  seen.carry.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!is_list_kind(plan.args[i].kind) || !args[i].isList() || list_takes_recipes(args[i], plan.args[i].kind)) {
-      continue;
+    const ArgKind kind = plan.args[i].kind;
+    std::uint32_t openreg = 0;
+    std::uint32_t others = 0;  // CPU tensors (scalars, indices) and undefined ones
+    for_each_tensor(args[i], kind, [&](const at::Tensor& t, TensorPosition) {
+      if (t.is_privateuseone()) {
+        ++openreg;
+      } else {
+        ++others;
+      }
+    });
+    Carry carry = Carry::kValue;
+    if (openreg > 0 && kind == ArgKind::kTensor) {
+      carry = Carry::kAlias;
+    } else if (openreg > 0 && others == 0) {
+      carry = Carry::kAliasList;
+    } else if (openreg > 0) {
+      seen.host_converts = true;
     }
-    for (const IValue& e : args[i].toListRef()) {
-      if (e.isTensor() && e.toTensor().is_privateuseone()) return true;
-    }
+    seen.carry.push_back(carry);
   }
-  return false;
+  return seen;
 }
 
-}  // namespace
-
-bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, c10::DeviceIndex device,
-               ShapeLookup& shapes) {
-  const size_t n = plan.args.size();
-  auto args = torch::jit::last(*stack, n);
-
-  std::optional<MetaOutcome> computed;
-  const MetaOutcome* geometry = output_geometry(op, plan, args, shapes, computed);
-  if (geometry == nullptr) return false;
-  const MetaOutcome& outcome = *geometry;
-
-  std::vector<IValue> outputs(plan.returns.size());
+//! What the call returns, in return order, and the fresh outputs among them (which the item writes).
+struct Returns {
+  std::vector<IValue> values;
   std::vector<at::Tensor> fresh;
+};
+
+//! The returns of the call: fresh outputs allocated on `device` with the geometry `outcome` gives,
+//! written arguments as they are, views built as metadata over their argument.
+Returns make_returns(const OpPlan& plan, c10::ArrayRef<IValue> args, const MetaOutcome& outcome,
+                     c10::DeviceIndex device) {
+  Returns returns{std::vector<IValue>(plan.returns.size()), {}};
   for (size_t j = 0; j < plan.returns.size(); ++j) {
     const auto& r = plan.returns[j];
     const auto& geometries = outcome.returns[j];
@@ -267,27 +279,27 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
         if (r.is_list) {
           c10::List<at::Tensor> list;
           for (const auto& g : geometries) {
-            fresh.push_back(allocate_like(g, device));
-            list.push_back(fresh.back());
+            returns.fresh.push_back(allocate_like(g, device));
+            list.push_back(returns.fresh.back());
           }
-          outputs[j] = list;
+          returns.values[j] = list;
         } else {
           TORCH_INTERNAL_ASSERT(geometries.size() == 1, plan.name, ": return ", j, " is not one tensor");
-          fresh.push_back(allocate_like(geometries[0], device));
-          outputs[j] = fresh.back();
+          returns.fresh.push_back(allocate_like(geometries[0], device));
+          returns.values[j] = returns.fresh.back();
         }
         break;
       case ReturnKind::kWrittenArg:
-        outputs[j] = args[r.arg];
+        returns.values[j] = args[r.arg];
         break;
       case ReturnKind::kViewOfArg: {
         const at::Tensor& base = args[r.arg].toTensor();
         if (r.is_list) {
           c10::List<at::Tensor> list;
           for (const auto& g : geometries) list.push_back(view_over(base, g));
-          outputs[j] = list;
+          returns.values[j] = list;
         } else {
-          outputs[j] = view_over(base, geometries.at(0));
+          returns.values[j] = view_over(base, geometries.at(0));
         }
         break;
       }
@@ -295,46 +307,73 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
         TORCH_INTERNAL_ASSERT(false, plan.name, ": non-tensor return on the async path");
     }
   }
+  return returns;
+}
 
-  if (plan.writes || !fresh.empty()) {
-    OpWorkItem item{&plan, {}, nullptr, take_seed(plan, args, device)};
-    item.values.reserve(n + fresh.size());
-    if (lists_need_host_conversion(plan, args)) {
-      AliasConverter cpu(AliasTarget::kCpu);
-      const IValue none;
-      for (size_t i = 0; i < n; ++i) {
-        item.values.push_back(
-            convert_arg(snapshot_cpu_tensors(args[i], plan.args[i]), plan.args[i], cpu, none, c10::kCPU));
-      }
-      for (const auto& t : fresh) item.values.emplace_back(cpu.convert(t));
-    } else {
-      item.recipes = std::make_unique<Recipes>();
-      AliasConverter unused(AliasTarget::kCpu);  // no openreg tensors are left for it to convert
-      const IValue none;
-      for (size_t i = 0; i < n; ++i) {
-        const ArgPlan& a = plan.args[i];
-        if (a.kind == ArgKind::kTensor && args[i].isTensor() && args[i].toTensor().is_privateuseone()) {
-          item.recipes->add(args[i].toTensor(), static_cast<std::uint32_t>(item.values.size()));
-          item.values.emplace_back();
-        } else if (is_list_kind(a.kind) && args[i].isList() && list_takes_recipes(args[i], a.kind)) {
-          item.recipes->add_list(args[i], static_cast<std::uint32_t>(item.values.size()),
-                                 a.kind == ArgKind::kOptionalTensorList);
-          item.values.emplace_back();
-        } else {
-          item.values.push_back(convert_arg(snapshot_cpu_tensors(args[i], a), a, unused, none, c10::kCPU));
-        }
-      }
-      for (const auto& t : fresh) {
-        if (t.defined()) item.recipes->add(t, static_cast<std::uint32_t>(item.values.size()));
-        item.values.emplace_back(t.defined() ? IValue() : IValue(t));
-      }
+//! The call's work item: each argument as `seen` says it travels, then a slot per fresh output.
+OpWorkItem make_work_item(const OpPlan& plan, c10::ArrayRef<IValue> args, const ArgumentsSeen& seen,
+                          const std::vector<at::Tensor>& fresh, std::uint64_t seed) {
+  OpWorkItem item{&plan, {}, nullptr, seed};
+  item.values.reserve(args.size() + fresh.size());
+  AliasConverter cpu(AliasTarget::kCpu);  // with recipes, the kValue arguments leave it nothing to convert
+  if (seen.host_converts) {
+    for (size_t i = 0; i < args.size(); ++i) item.values.push_back(capture_arg(args[i], plan.args[i], cpu));
+    for (const auto& t : fresh) item.values.emplace_back(cpu.convert(t));
+    return item;
+  }
+  item.recipes = std::make_unique<Recipes>();
+  Recipes& recipes = *item.recipes;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto slot = static_cast<std::uint32_t>(item.values.size());
+    switch (seen.carry[i]) {
+      case Carry::kAlias:
+        recipes.add(args[i].toTensor(), slot);
+        item.values.emplace_back();
+        break;
+      case Carry::kAliasList:
+        recipes.add_list(args[i], plan.args[i].kind, slot);
+        item.values.emplace_back();
+        break;
+      case Carry::kValue:
+        item.values.push_back(capture_arg(args[i], plan.args[i], cpu));
+        break;
     }
+  }
+  for (const auto& t : fresh) {
+    if (t.defined()) recipes.add(t, static_cast<std::uint32_t>(item.values.size()));
+    item.values.emplace_back(t.defined() ? IValue() : IValue(t));
+  }
+  return item;
+}
+
+}  // namespace
+
+bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, c10::DeviceIndex device,
+               ShapeLookup& shapes) {
+  const size_t n = plan.args.size();
+  auto args = torch::jit::last(*stack, n);
+  // How each argument travels in the work item: the one walk of the arguments' tensors.
+  const ArgumentsSeen seen = see_arguments(plan, args);
+
+  // The outputs' geometry, from the shape pass or its cache (out= arguments it resized are resized
+  // here); without it the sync path runs the call.
+  std::optional<MetaOutcome> computed;
+  const MetaOutcome* geometry = output_geometry(op, plan, args, shapes, computed);
+  if (geometry == nullptr) return false;
+
+  // The returns: fresh outputs allocated, written arguments, views.
+  Returns returns = make_returns(plan, args, *geometry, device);
+
+  // The work item, unless the call only makes views. A random op takes its seed now, when it is issued.
+  if (plan.writes || !returns.fresh.empty()) {
+    OpWorkItem item = make_work_item(plan, args, seen, returns.fresh, take_seed(plan, args, device));
     static_assert(kTravelsInline<OpWorkItem>, "the work item should travel inline");
     launch_kernel(c10::openreg::current_openreg_stream(device), plan.name, std::move(item));
   }
 
+  // The returns replace the arguments on the stack.
   torch::jit::drop(*stack, n);
-  for (auto& o : outputs) stack->push_back(std::move(o));
+  for (auto& o : returns.values) stack->push_back(std::move(o));
   return true;
 }
 

@@ -40,6 +40,7 @@
 
 #include "backend/runtime/Device.h"
 #include "backend/ops/engine/OpCoverage.h"
+#include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/ExecutionPaths.h"
 #include "backend/ops/engine/OpEngine.h"
 #include "backend/ops/engine/OpPlan.h"
@@ -91,30 +92,19 @@ struct DeviceScan {
   }
 };
 
-c10::DeviceIndex device_of_op(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+// `inline`: one call per op, on every op's path, and GCC keeps it out of line without the hint.
+inline c10::DeviceIndex device_of_op(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   DeviceScan scan;
   std::optional<c10::Device> device_arg;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& a = plan.args[i];
     const auto& v = args[i];
-    switch (a.kind) {
-      case ArgKind::kTensor:
-        if (v.isTensor()) scan.visit(v.toTensor(), false, a.written);
-        break;
-      case ArgKind::kTensorList:
-      case ArgKind::kOptionalTensorList:
-        if (v.isList()) {
-          for (const auto& e : v.toListRef()) {
-            if (e.isTensor()) scan.visit(e.toTensor(), a.kind == ArgKind::kOptionalTensorList, a.written);
-          }
-        }
-        break;
-      case ArgKind::kDevice:
-        if (v.isDevice() && v.toDevice().type() == kOpenReg) device_arg = v.toDevice();
-        break;
-      default:
-        break;
+    if (a.kind == ArgKind::kDevice) {
+      if (v.isDevice() && v.toDevice().type() == kOpenReg) device_arg = v.toDevice();
+      continue;
     }
+    const bool cpu_allowed = a.kind == ArgKind::kOptionalTensorList;  // index tensors
+    for_each_tensor(v, a.kind, [&](const at::Tensor& t, TensorPosition) { scan.visit(t, cpu_allowed, a.written); });
   }
   auto device = scan.device ? scan.device : device_arg;
   if (!device) device = c10::Device(kOpenReg, c10::openreg::current_device());

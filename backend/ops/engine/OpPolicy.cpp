@@ -1,5 +1,7 @@
 #include "backend/ops/engine/OpPolicy.h"
 
+#include "backend/ops/engine/Arguments.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/enum_tag.h>
 #include <c10/util/SmallVector.h>
@@ -91,19 +93,11 @@ constexpr PolicyEntry kOpPolicies[] = {
 bool needs_cpu_overlap_rules(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (!plan.writes) return false;
   c10::SmallVector<const c10::TensorImpl*, 4> written, read;
-  auto collect = [](const c10::IValue& v, c10::SmallVector<const c10::TensorImpl*, 4>& into) {
-    if (v.isTensor()) {
-      if (v.toTensor().defined()) into.push_back(v.toTensor().unsafeGetTensorImpl());
-    } else if (v.isList()) {
-      for (const auto& e : v.toListRef()) {
-        if (e.isTensor() && e.toTensor().defined()) into.push_back(e.toTensor().unsafeGetTensorImpl());
-      }
-    }
-  };
   for (size_t i = 0; i < args.size(); ++i) {
-    const auto kind = plan.args[i].kind;
-    if (kind != ArgKind::kTensor && kind != ArgKind::kTensorList && kind != ArgKind::kOptionalTensorList) continue;
-    collect(args[i], plan.args[i].written ? written : read);
+    auto& into = plan.args[i].written ? written : read;
+    for_each_tensor(args[i], plan.args[i].kind, [&](const at::Tensor& t, TensorPosition) {
+      if (t.defined()) into.push_back(t.unsafeGetTensorImpl());
+    });
   }
   for (const c10::TensorImpl* w : written) {
     if (at::has_internal_overlap(const_cast<c10::TensorImpl*>(w)) != at::MemOverlap::No) return true;

@@ -1,5 +1,7 @@
 #include "backend/ops/engine/Outputs.h"
 
+#include "backend/ops/engine/Arguments.h"
+
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/TensorImpl.h>
 
@@ -41,28 +43,18 @@ void restride(const at::Tensor& real, c10::IntArrayRef sizes, c10::IntArrayRef s
   real.as_strided_(sizes, strides, offset);
 }
 
-namespace {
-
-//! Gives the real out= tensor the geometry the kernel chose for its stand-in (out= resizing).
-void adopt_geometry(const at::Tensor& real, const at::Tensor& like) {
-  if (same_geometry(real, like)) return;
-  restride(real, like.sizes(), like.strides(), like.storage_offset());
-}
-
-}  // namespace
-
-void adopt_written_geometry(const OpPlan& plan, c10::ArrayRef<c10::IValue> real, c10::ArrayRef<c10::IValue> standin) {
+bool adopt_written_geometry(const OpPlan& plan, c10::ArrayRef<c10::IValue> real, c10::ArrayRef<c10::IValue> standin) {
+  bool changed = false;
   for (size_t i = 0; i < plan.args.size(); ++i) {
-    const auto& a = plan.args[i];
-    if (!a.written) continue;
-    if (a.kind == ArgKind::kTensor && real[i].isTensor()) {
-      adopt_geometry(real[i].toTensor(), standin[i].toTensor());
-    } else if (a.kind == ArgKind::kTensorList && real[i].isTensorList()) {
-      auto r = real[i].toTensorList();
-      auto s = standin[i].toTensorList();
-      for (size_t k = 0; k < r.size(); ++k) adopt_geometry(r.get(k), s.get(k));
-    }
+    if (!plan.args[i].written) continue;
+    for_each_tensor(real[i], plan.args[i].kind, [&](const at::Tensor& t, TensorPosition p) {
+      const at::Tensor& like = p.tensor_in(standin[i]);
+      if (same_geometry(t, like)) return;
+      restride(t, like.sizes(), like.strides(), like.storage_offset());
+      changed = true;
+    });
   }
+  return changed;
 }
 
 }  // namespace at::openreg

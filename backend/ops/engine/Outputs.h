@@ -28,7 +28,8 @@ bool same_geometry(const at::Tensor& a, const at::Tensor& b);
 //! leading dimensions).
 void restride(const at::Tensor& real, c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset);
 
-//! Gives each written argument of `real` the geometry of its stand-in in `standin` (out= resizing).
-void adopt_written_geometry(const OpPlan& plan, c10::ArrayRef<c10::IValue> real, c10::ArrayRef<c10::IValue> standin);
+//! Gives each written tensor of `real` the geometry of its stand-in in `standin` (out= resizing); true
+//! when some tensor's geometry changed.
+bool adopt_written_geometry(const OpPlan& plan, c10::ArrayRef<c10::IValue> real, c10::ArrayRef<c10::IValue> standin);
 
 }  // namespace at::openreg

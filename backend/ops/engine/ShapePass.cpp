@@ -66,7 +66,6 @@ bool run_on_standins(const c10::OperatorHandle& op, const OpPlan& plan, c10::Arr
 //! stand-ins (`resized` tells whether any was).
 std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const OpPlan& plan,
                                     c10::ArrayRef<c10::IValue> args, bool* resized) {
-  const size_t n = plan.args.size();
   std::vector<c10::IValue> standins;
   torch::jit::Stack results;
   bool ran = false;
@@ -81,18 +80,7 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
   }
   TORCH_INTERNAL_ASSERT(results.size() == plan.returns.size(), plan.name, ": the shape pass returned ",
                         results.size(), " values for ", plan.returns.size(), " returns");
-  *resized = false;
-  for (size_t i = 0; i < n && !*resized; ++i) {
-    if (!plan.args[i].written) continue;
-    if (args[i].isTensor() && standins[i].isTensor()) {
-      *resized = !same_geometry(args[i].toTensor(), standins[i].toTensor());
-    } else if (args[i].isTensorList()) {
-      auto r = args[i].toTensorList();
-      auto m = standins[i].toTensorList();
-      for (size_t k = 0; k < r.size() && !*resized; ++k) *resized = !same_geometry(r.get(k), m.get(k));
-    }
-  }
-  if (*resized) adopt_written_geometry(plan, args, standins);
+  *resized = adopt_written_geometry(plan, args, standins);
 
   MetaOutcome outcome;
   outcome.returns.resize(plan.returns.size());

@@ -80,17 +80,14 @@ void run_sync(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Sta
   const auto& schema_args = op.schema().arguments();
   auto shares_memory_with_other_arg = [&](size_t i) {
     const auto& storage = args[i].toTensor().storage();
+    bool shares = false;
     for (size_t k = 0; k < n; ++k) {
       if (k == i) continue;
-      std::vector<c10::IValue> elems = args[k].isList() ? args[k].toListRef().vec() : std::vector<c10::IValue>{args[k]};
-      for (const auto& e : elems) {
-        if (e.isTensor() && e.toTensor().defined() && e.toTensor().has_storage() &&
-            e.toTensor().storage().is_alias_of(storage)) {
-          return true;
-        }
-      }
+      for_each_tensor(args[k], plan.args[k].kind, [&](const at::Tensor& t, TensorPosition) {
+        shares = shares || (t.defined() && t.has_storage() && t.storage().is_alias_of(storage));
+      });
     }
-    return false;
+    return shares;
   };
   for (size_t i = 0; i < n; ++i) {
     const auto& a = plan.args[i];

@@ -1,9 +1,12 @@
 // The op engine seen from ATen: fast kernels (Note [Fast kernels for hot small ops]) and the policy
 // table's special cases (Note [Op policy: every per-op special case in one table]) give exactly CPU's
-// results, and a failed kernel is reported at the next synchronization with its message alone.
+// results, and a failed kernel is reported at the next synchronization with its message alone. The
+// walk of an argument's tensors (Note [Walking an argument's tensors]) visits what each kind holds, and
+// the calls whose arguments take its less common branches give CPU's results.
 
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
+#include "backend/ops/engine/Arguments.h"
 
 #include <openreg/sim/stream.h>
 
@@ -15,7 +18,10 @@
 #include <cstdint>
 #include <limits>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -106,6 +112,88 @@ TEST(OpEngineTest, PolicyTableCasesMatchCpu) {
   EXPECT_EQ(std::get<1>(ore).sizes(), std::get<1>(cpu).sizes());
   EXPECT_EQ(std::get<2>(ore).sizes(), std::get<2>(cpu).sizes());
   EXPECT_EQ(std::get<3>(ore).sizes(), std::get<3>(cpu).sizes());
+}
+
+//! (tensor's first value, position) of each tensor the walk visits.
+std::vector<std::pair<float, std::uint32_t>> walked(const c10::IValue& v, at::openreg::ArgKind kind) {
+  std::vector<std::pair<float, std::uint32_t>> seen;
+  at::openreg::for_each_tensor(v, kind, [&](const at::Tensor& t, at::openreg::TensorPosition p) {
+    seen.emplace_back(t.defined() ? t.item<float>() : -1.0f, p.element);
+  });
+  return seen;
+}
+
+TEST(OpEngineTest, ArgumentWalkVisitsTheTensorsEachKindHolds) {
+  using at::openreg::ArgKind;
+  using at::openreg::TensorPosition;
+  using Seen = std::vector<std::pair<float, std::uint32_t>>;
+  const at::Tensor one = at::ones({1});
+  const at::Tensor two = at::full({1}, 2.0f);
+  const c10::IValue tensor(one);
+  EXPECT_EQ(walked(tensor, ArgKind::kTensor), (Seen{{1.0f, TensorPosition::kWhole}}));
+  EXPECT_EQ(walked(c10::IValue(), ArgKind::kTensor), Seen{});  // an absent Tensor?
+  EXPECT_EQ(walked(c10::IValue(at::Tensor()), ArgKind::kTensor), (Seen{{-1.0f, TensorPosition::kWhole}}));
+  const c10::IValue list(c10::List<at::Tensor>({one, two}));
+  EXPECT_EQ(walked(list, ArgKind::kTensorList), (Seen{{1.0f, 0}, {2.0f, 1}}));
+  const c10::IValue indices(c10::List<std::optional<at::Tensor>>({std::nullopt, two, std::nullopt, one}));
+  EXPECT_EQ(walked(indices, ArgKind::kOptionalTensorList), (Seen{{2.0f, 1}, {1.0f, 3}}));
+  // The kind decides: a value of another kind holds no tensor for the engine.
+  EXPECT_EQ(walked(tensor, ArgKind::kOther), Seen{});
+  EXPECT_EQ(walked(list, ArgKind::kTensor), Seen{});
+  EXPECT_EQ(walked(c10::IValue(), ArgKind::kTensorList), Seen{});  // an absent Tensor[]?
+  // A position names the same tensor in a value of the argument's shape.
+  const c10::IValue doubled(c10::List<std::optional<at::Tensor>>({std::nullopt, two * 2, std::nullopt, one * 2}));
+  at::openreg::for_each_tensor(indices, ArgKind::kOptionalTensorList, [&](const at::Tensor& t, TensorPosition p) {
+    EXPECT_TRUE(at::equal(p.tensor_in(doubled), t * 2));
+  });
+  EXPECT_TRUE(TensorPosition{}.tensor_in(tensor).is_same(one));
+}
+
+TEST(OpEngineTest, ArgumentsOnEveryWalkBranchMatchCpu) {
+  const at::Tensor c = at::randn({5, 5});
+  const at::Tensor d = dev(c);
+  const at::Tensor rows = at::tensor({4, 0, 2}, at::kLong);
+  const at::Tensor cols = at::tensor({1, 1, 3}, at::kLong);
+  // Index lists: all openreg (recipes), all CPU (captured on the host, the CPU indices copied), and
+  // mixed (every argument converted on the host).
+  expect_same(at::index(d, {dev(rows), dev(cols)}), at::index(c, {rows, cols}));
+  expect_same(at::index(d, {rows, cols}), at::index(c, {rows, cols}));
+  expect_same(at::index(d, {rows, dev(cols)}), at::index(c, {rows, cols}));
+  expect_same(at::index(d, {std::nullopt, dev(cols)}), at::index(c, {std::nullopt, cols}));
+  at::Tensor put_cpu = c.clone();
+  at::Tensor put_dev = d.clone();
+  put_cpu.index_put_({rows, cols}, at::ones({3}), /*accumulate=*/true);
+  put_dev.index_put_({dev(rows), cols}, dev(at::ones({3})), /*accumulate=*/true);
+  expect_same(put_dev, put_cpu);
+  // A CPU index the caller changes after the call: the queued item holds its own copy.
+  at::Tensor late = rows.clone();
+  const at::Tensor picked = at::index(d, {late});
+  late.fill_(1);
+  expect_same(picked, at::index(c, {rows}));
+  // out= of the wrong size: resized to the kernel's shape (its geometry adopted from the shape pass).
+  at::Tensor out = dev(at::empty({2}));
+  at::sigmoid_out(out, d);
+  expect_same(out, at::sigmoid(c));
+  // A write that partially overlaps its input: CPU's kernel decides (the sync path), here as on CPU.
+  const at::Tensor flat = at::randn({8});
+  bool cpu_raised = false;
+  bool dev_raised = false;
+  at::Tensor flat_cpu = flat.clone();
+  at::Tensor flat_dev = dev(flat);
+  try {
+    at::Tensor written = flat_cpu.narrow(0, 1, 7);
+    at::sigmoid_out(written, flat_cpu.narrow(0, 0, 7));
+  } catch (const c10::Error&) {
+    cpu_raised = true;
+  }
+  try {
+    at::Tensor written = flat_dev.narrow(0, 1, 7);
+    at::sigmoid_out(written, flat_dev.narrow(0, 0, 7));
+  } catch (const c10::Error&) {
+    dev_raised = true;
+  }
+  EXPECT_EQ(dev_raised, cpu_raised);
+  expect_same(flat_dev, flat_cpu);
 }
 
 TEST(OpEngineTest, FastKernelsRunOnTheCurrentStreamOfTheirDevice) {
