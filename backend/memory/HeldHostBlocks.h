@@ -119,4 +119,12 @@ class HeldHostBlocks {
   std::size_t limit_ = 0;
 };
 
+//! The process-wide `Cache`, built on first use and never destroyed: tensors may give blocks back during
+//! static destruction at exit. For the caches built on HeldHostBlocks.
+template <typename Cache>
+Cache& leaked_instance() {
+  static auto* cache = new Cache();
+  return *cache;
+}
+
 }  // namespace at::openreg

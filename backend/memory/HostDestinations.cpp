@@ -55,11 +55,6 @@ void unmap(void* block, std::size_t /*bytes*/) noexcept {
 
 class HostDestinationCache {
  public:
-  static HostDestinationCache& instance() {
-    static auto* cache = new HostDestinationCache();  // leaked: see the Note
-    return *cache;
-  }
-
   // A block of at least `bytes`, or nullptr when the system refuses the mapping.
   Block* take(std::size_t bytes) {
     const std::size_t want = round_up(bytes);
@@ -81,7 +76,7 @@ class HostDestinationCache {
 };
 
 void give_back(void* context) {
-  HostDestinationCache::instance().give(static_cast<Block*>(context));
+  leaked_instance<HostDestinationCache>().give(static_cast<Block*>(context));
 }
 
 // The allocator of results' storages: large sizes from the cache, small ones from the CPU allocator
@@ -90,7 +85,7 @@ class HostDestinationAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t bytes) override {
     if (bytes >= kRecycleAtLeast) {
-      if (Block* b = HostDestinationCache::instance().take(bytes)) {
+      if (Block* b = leaked_instance<HostDestinationCache>().take(bytes)) {
         return {b->base, b, &give_back, c10::Device(c10::DeviceType::CPU)};
       }
     }
@@ -107,11 +102,11 @@ class HostDestinationAllocator final : public c10::Allocator {
 }  // namespace
 
 std::size_t host_destination_cached_bytes() {
-  return HostDestinationCache::instance().held_bytes();
+  return leaked_instance<HostDestinationCache>().held_bytes();
 }
 
 void host_destination_release_cached() {
-  HostDestinationCache::instance().release_all();
+  leaked_instance<HostDestinationCache>().release_all();
 }
 
 c10::Allocator* host_destination_allocator() {

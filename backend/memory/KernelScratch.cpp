@@ -51,11 +51,6 @@ void free_block(void* data, std::size_t /*bytes*/) noexcept;
 
 class ScratchCache {
  public:
-  static ScratchCache& instance() {
-    static auto* cache = new ScratchCache();  // leaked: see the Note
-    return *cache;
-  }
-
   //! A block of at least `bytes`: a held one, or a new one from c10::alloc_cpu (which throws when the
   //! system refuses).
   void* take(std::size_t bytes) {
@@ -95,9 +90,9 @@ class ScratchCache {
   std::unordered_map<void*, std::size_t> size_of_;  // every block made here and not freed
 };
 
-void free_block(void* data, std::size_t /*bytes*/) noexcept { ScratchCache::instance().free(data); }
+void free_block(void* data, std::size_t /*bytes*/) noexcept { leaked_instance<ScratchCache>().free(data); }
 
-void give_back(void* data) { ScratchCache::instance().give(data); }
+void give_back(void* data) { leaked_instance<ScratchCache>().give(data); }
 
 // The process's CPU allocator once openreg is loaded: kernels' large allocations from the cache,
 // everything else from the allocator it replaced.
@@ -107,7 +102,7 @@ class KernelScratchAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(std::size_t bytes) override {
     if (!tl_in_kernel || bytes < kCacheAtLeast) return below_->allocate(bytes);
-    void* data = ScratchCache::instance().take(bytes);
+    void* data = leaked_instance<ScratchCache>().take(bytes);
     return {data, data, &give_back, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return below_->raw_deleter(); }
@@ -135,9 +130,9 @@ KernelScratchScope::~KernelScratchScope() {
   if (outer_) tl_in_kernel = false;
 }
 
-std::size_t kernel_scratch_cached_bytes() { return ScratchCache::instance().held_bytes(); }
+std::size_t kernel_scratch_cached_bytes() { return leaked_instance<ScratchCache>().held_bytes(); }
 
-void kernel_scratch_release_cached() { ScratchCache::instance().release_all(); }
+void kernel_scratch_release_cached() { leaked_instance<ScratchCache>().release_all(); }
 
 namespace {
 // Part of torch.openreg.empty_cache() (Note [One registry of releasable caches]).

@@ -232,23 +232,25 @@ std::string impl_name(const char* name, const char* overload, bool in_place) {
   return s;
 }
 
-//! The work item's name ("aten::add.Tensor"), built once; leaked, as queued items may outlive statics.
-const char* item_name(FastOp op) {
-  static const auto* names = new std::vector<std::string>{
-#define OPENREG_FAST_NAME(id, name, overload, kind, call) "aten::" + impl_name(name, overload, false),
+//! Every fast op's qualified name ("aten::add.Tensor", or "aten::add_.Tensor" when `in_place`), indexed
+//! by FastOp. Leaked: queued items hold the names and may outlive statics.
+const std::vector<std::string>* qualified_names(bool in_place) {
+  return new std::vector<std::string>{
+#define OPENREG_FAST_NAME(id, name, overload, kind, call) "aten::" + impl_name(name, overload, in_place),
       OPENREG_FAST_OPS(OPENREG_FAST_NAME)
 #undef OPENREG_FAST_NAME
   };
+}
+
+//! The work item's name ("aten::add.Tensor"), built once.
+const char* item_name(FastOp op) {
+  static const auto* names = qualified_names(/*in_place=*/false);
   return (*names)[static_cast<std::size_t>(op)].c_str();
 }
 
-//! The in-place op's name ("aten::add_.Tensor") for the sanitizer's reports; built once, leaked.
+//! The in-place op's name ("aten::add_.Tensor") for the sanitizer's reports, built once.
 const char* in_place_name(FastOp op) {
-  static const auto* names = new std::vector<std::string>{
-#define OPENREG_FAST_NAME(id, name, overload, kind, call) "aten::" + impl_name(name, overload, true),
-      OPENREG_FAST_OPS(OPENREG_FAST_NAME)
-#undef OPENREG_FAST_NAME
-  };
+  static const auto* names = qualified_names(/*in_place=*/true);
   return (*names)[static_cast<std::size_t>(op)].c_str();
 }
 

@@ -112,6 +112,23 @@ bool needs_cpu_overlap_rules(const OpPlan& plan, c10::ArrayRef<c10::IValue> args
 
 }  // namespace
 
+namespace {
+// The flag of OpPolicy a rule sets, or null for the rules that carry more (an argument) or are not
+// per-call rules.
+bool OpPolicy::*flag_of(Rule rule) {
+  switch (rule) {
+    case Rule::kDataDependent: return &OpPolicy::data_dependent;
+    case Rule::kShapePassDisagrees: return &OpPolicy::shape_pass_disagrees;
+    case Rule::kMakesQuantized: return &OpPolicy::makes_quantized;
+    case Rule::kMakesSparse: return &OpPolicy::makes_sparse;
+    case Rule::kShapePassDisagreesUnlessArg:
+    case Rule::kFunctionalKernel:
+      break;
+  }
+  return nullptr;
+}
+}  // namespace
+
 OpPolicy policy_of(const c10::OperatorHandle& op) {
   OpPolicy policy;
   policy.data_dependent = op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
@@ -119,25 +136,11 @@ OpPolicy policy_of(const c10::OperatorHandle& op) {
   for (const auto& entry : kOpPolicies) {
     const bool matches = by_prefix(entry.rule) ? name.substr(0, entry.op.size()) == entry.op : name == entry.op;
     if (!matches) continue;
-    switch (entry.rule) {
-      case Rule::kDataDependent:
-        policy.data_dependent = true;
-        break;
-      case Rule::kShapePassDisagrees:
-        policy.shape_pass_disagrees = true;
-        break;
-      case Rule::kShapePassDisagreesUnlessArg:
-        policy.shape_pass_valid_if_arg = entry.arg;
-        break;
-      case Rule::kMakesQuantized:
-        policy.makes_quantized = true;
-        break;
-      case Rule::kMakesSparse:
-        policy.makes_sparse = true;
-        break;
-      case Rule::kFunctionalKernel:
-        break;  // a registration, not a per-call rule (ops_run_functionally)
-    }
+    if (bool OpPolicy::*flag = flag_of(entry.rule)) {
+      policy.*flag = true;
+    } else if (entry.rule == Rule::kShapePassDisagreesUnlessArg) {
+      policy.shape_pass_valid_if_arg = entry.arg;
+    }  // kFunctionalKernel is a registration, not a per-call rule (ops_run_functionally)
   }
   return policy;
 }

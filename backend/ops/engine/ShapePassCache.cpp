@@ -111,20 +111,11 @@ bool MetaSignature::add_value(const c10::IValue& v) {
     words_.push_back(bits_of(c.real()));
     words_.push_back(bits_of(c.imag()));
   } else if (v.isIntList()) {
-    words_.push_back(kIntList);
-    auto list = v.toIntList();
-    words_.push_back(static_cast<int64_t>(list.size()));
-    for (int64_t x : list) words_.push_back(x);
+    add_list(kIntList, v.toIntList(), [](int64_t x) { return x; });
   } else if (v.isDoubleList()) {
-    words_.push_back(kDoubleList);
-    auto list = v.toDoubleList();
-    words_.push_back(static_cast<int64_t>(list.size()));
-    for (double x : list) words_.push_back(bits_of(x));
+    add_list(kDoubleList, v.toDoubleList(), [](double x) { return bits_of(x); });
   } else if (v.isBoolList()) {
-    words_.push_back(kBoolList);
-    auto list = v.toBoolList();
-    words_.push_back(static_cast<int64_t>(list.size()));
-    for (bool x : list) words_.push_back(x);
+    add_list(kBoolList, v.toBoolList(), [](bool x) { return static_cast<int64_t>(x); });
   } else if (v.isString()) {
     const auto& s = v.toStringRef();
     words_.push_back(kString);

@@ -49,6 +49,13 @@ class MetaSignature {
 
  private:
   bool add_value(const c10::IValue& v);
+  // A list value: its tag, its length, then each element as a word.
+  template <typename List, typename ToWord>
+  void add_list(int64_t tag, const List& list, ToWord to_word) {
+    words_.push_back(tag);
+    words_.push_back(static_cast<int64_t>(list.size()));
+    for (const auto x : list) words_.push_back(to_word(x));
+  }
   bool add_tensor(const at::Tensor& t);
 
   std::vector<int64_t> words_;
