@@ -122,8 +122,6 @@ at::Tensor cpu_alias_of(const at::Tensor& t) {
 
 namespace {
 
-constexpr c10::DeviceType kOpenReg = c10::DeviceType::PrivateUse1;
-
 //! The openreg generator an op draws from: the given one, or its device's default.
 c10::openreg::OpenRegGeneratorImpl* openreg_generator(const c10::IValue& v, c10::DeviceIndex device) {
   if (v.isNone()) {
@@ -139,51 +137,18 @@ at::Tensor snapshot_cpu(const at::Tensor& t) {
   return t.clone();
 }
 
-//! `v`, an argument planned as `a`, with each tensor replaced by `tensor(t)` (a list argument becomes
-//! a new list of its type, None elements kept), a Generator by `generator`, and an openreg Device by
-//! `device_type`; every other value as it is.
-template <typename F>
-c10::IValue substitute(const c10::IValue& v, const ArgPlan& a, F&& tensor, const c10::IValue& generator,
-                       c10::DeviceType device_type) {
-  switch (a.kind) {
-    case ArgKind::kGenerator:
-      return generator;
-    case ArgKind::kDevice:
-      return v.isDevice() && v.toDevice().type() == kOpenReg ? c10::IValue(c10::Device(device_type)) : v;
-    case ArgKind::kTensorList: {
-      if (!v.isList()) return v;
-      c10::List<at::Tensor> out;
-      out.reserve(v.toListRef().size());
-      for_each_tensor(v, a.kind, [&](const at::Tensor& t, TensorPosition) { out.push_back(tensor(t)); });
-      return out;
-    }
-    case ArgKind::kOptionalTensorList: {
-      if (!v.isList()) return v;
-      c10::List<std::optional<at::Tensor>> out;
-      out.resize(v.toListRef().size());  // None until the walk sets the tensors
-      for_each_tensor(v, a.kind, [&](const at::Tensor& t, TensorPosition p) { out.set(p.element, tensor(t)); });
-      return out;
-    }
-    default: {  // a Tensor argument, or one that holds no tensor
-      c10::IValue out = v;
-      for_each_tensor(v, a.kind, [&](const at::Tensor& t, TensorPosition) { out = tensor(t); });
-      return out;
-    }
-  }
-}
-
 }  // namespace
 
 c10::IValue convert_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& conv,
                         const c10::IValue& cpu_generator, c10::DeviceType device_type) {
-  return substitute(v, a, [&](const at::Tensor& t) { return conv.convert(t); }, cpu_generator, device_type);
+  return substitute_tensors(v, a, [&](const at::Tensor& t) { return conv.convert(t); }, cpu_generator, device_type);
 }
 
 c10::IValue capture_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& cpu) {
   // A CPU tensor inside a Tensor[] is not copied: only 0-dim ones get past the device check (DeviceScan
   // in OpEngine.cpp), and the item reads them when it runs.
   const bool copies_cpu = a.kind != ArgKind::kTensorList;
-  return substitute(
+  return substitute_tensors(
       v, a, [&](const at::Tensor& t) { return copies_cpu && t.is_cpu() ? snapshot_cpu(t) : cpu.convert(t); },
       c10::IValue(), c10::kCPU);
 }

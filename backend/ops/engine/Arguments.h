@@ -14,8 +14,8 @@
 // Tensor? argument is one tensor (an absent Tensor? arrives as None), a Tensor[] list holds tensors, a
 // Tensor?[] list tensors and None; other kinds hold none. for_each_tensor below is that rule, once:
 // every engine step that looks at a call's tensors (its device, the overlap rules, out= resizing, the
-// work item's recipes) walks them with it, and the steps that replace them (convert_arg, capture_arg)
-// rebuild their lists around it. A tensor's TensorPosition names the same tensor in another value of
+// work item's recipes) walks them with it, and the steps that replace them (convert_arg, capture_arg,
+// the coverage probe's stand-ins) rebuild their lists around it with substitute_tensors. A tensor's TensorPosition names the same tensor in another value of
 // the argument's shape, such as its stand-in.
 //
 // Thread-safety: a converter is used by one thread at a time; the rest are pure functions.
@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,39 @@ void for_each_tensor(const c10::IValue& v, ArgKind kind, F&& f) {
   const c10::ArrayRef<c10::IValue> elements = v.toListRef();
   for (std::uint32_t k = 0; k < elements.size(); ++k) {
     if (elements[k].isTensor()) f(elements[k].toTensor(), TensorPosition{k});
+  }
+}
+
+//! `v`, an argument planned as `a`, with each tensor replaced by `tensor(t)` (a list argument becomes
+//! a new list of its type, None elements kept), a Generator by `generator`, and an openreg Device by
+//! `device_type`; every other value as it is.
+template <typename F>
+c10::IValue substitute_tensors(const c10::IValue& v, const ArgPlan& a, F&& tensor, const c10::IValue& generator,
+                       c10::DeviceType device_type) {
+  switch (a.kind) {
+    case ArgKind::kGenerator:
+      return generator;
+    case ArgKind::kDevice:
+      return v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1 ? c10::IValue(c10::Device(device_type)) : v;
+    case ArgKind::kTensorList: {
+      if (!v.isList()) return v;
+      c10::List<at::Tensor> out;
+      out.reserve(v.toListRef().size());
+      for_each_tensor(v, a.kind, [&](const at::Tensor& t, TensorPosition) { out.push_back(tensor(t)); });
+      return out;
+    }
+    case ArgKind::kOptionalTensorList: {
+      if (!v.isList()) return v;
+      c10::List<std::optional<at::Tensor>> out;
+      out.resize(v.toListRef().size());  // None until the walk sets the tensors
+      for_each_tensor(v, a.kind, [&](const at::Tensor& t, TensorPosition p) { out.set(p.element, tensor(t)); });
+      return out;
+    }
+    default: {  // a Tensor argument, or one that holds no tensor
+      c10::IValue out = v;
+      for_each_tensor(v, a.kind, [&](const at::Tensor& t, TensorPosition) { out = tensor(t); });
+      return out;
+    }
   }
 }
 

@@ -107,32 +107,9 @@ at::Tensor probe_standin(const at::Tensor& t, bool written, bool out_arg) {
 }
 
 c10::IValue probe_arg(const c10::IValue& v, const ArgPlan& a, bool out_arg) {
-  switch (a.kind) {
-    case ArgKind::kTensor:
-      return v.isTensor() ? c10::IValue(probe_standin(v.toTensor(), a.written, out_arg)) : v;
-    case ArgKind::kTensorList: {
-      if (!v.isTensorList()) return v;
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) out.push_back(probe_standin(t, a.written, out_arg));
-      return out;
-    }
-    case ArgKind::kOptionalTensorList: {
-      if (!v.isList()) return v;
-      c10::List<std::optional<at::Tensor>> out;
-      for (const auto& e : v.toListRef()) {
-        if (e.isTensor()) out.push_back(probe_standin(e.toTensor(), a.written, out_arg));
-        else out.push_back(std::nullopt);
-      }
-      return out;
-    }
-    case ArgKind::kGenerator:
-      return at::make_generator<at::CPUGeneratorImpl>(0);
-    case ArgKind::kDevice:
-      return v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1 ? c10::IValue(c10::Device(c10::kCPU))
-                                                                                  : v;
-    default:
-      return v;
-  }
+  return substitute_tensors(
+      v, a, [&](const at::Tensor& t) { return probe_standin(t, a.written, out_arg); },
+      c10::IValue(at::make_generator<at::CPUGeneratorImpl>(0)), c10::kCPU);
 }
 
 enum class ProbeResult { kRuns, kRefused, kInconclusive };
