@@ -45,15 +45,15 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // Note [Elastic device concurrency]
 // A device's compute units are Config::compute_threads lanes (the process's cores unless
 // OPENREG_COMPUTE_THREADS caps it), each a oneTBB task_arena of concurrency 1; that total is a cap, not
-// a reservation. All arenas draw from oneTBB's one worker pool, sized for the machine (Note [TBB
-// worker budget]): the market gives idle workers to arenas with queued tasks and takes them back when
-// an arena runs dry, so a program using one device gets every core, two busy devices share them, and
-// busy devices never run more threads between them than the pool has. Intra-op parallelism inside a
-// kernel sizes itself from the same budget (backend ops/engine/ExecuteThreads.cpp), so one busy stream's kernels
-// use every core through their OpenMP team.
-// Correctness does not depend on how many workers an arena gets: every task is enqueued (oneTBB
-// guarantees enqueued tasks progress even when the market gives the arena no worker at first), and
-// each device can always hold a worker of its own, so work waiting on another device cannot starve it.
+// a reservation. All arenas draw from oneTBB's one worker pool, which has a worker for every lane
+// (Note [TBB worker budget]): the market gives idle workers to arenas with queued tasks and takes them
+// back when an arena runs dry, so every busy lane runs, and busy devices share the cores. Intra-op
+// parallelism inside a kernel sizes itself from the kernels running at once (backend
+// ops/engine/ExecuteThreads.cpp), so one busy stream's kernels use every core through their OpenMP
+// team, and two devices' kernels split them.
+// Correctness does not depend on the market's timing: every task is enqueued (oneTBB guarantees
+// enqueued tasks progress even when the market gives the arena no worker at first), and every lane can
+// hold a worker of its own, so work waiting on another device cannot starve it.
 //
 // Note [Device lanes]
 // Why lanes and not one arena of concurrency compute_threads: oneTBB asks the market for an arena's

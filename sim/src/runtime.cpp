@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <mutex>
-#include <set>
 #include <variant>
 #include <vector>
 
@@ -22,36 +21,38 @@ namespace openreg::sim {
 namespace {
 
 // Note [TBB worker budget]
-// Also Note [Elastic device concurrency]. Every device's arena draws its threads from oneTBB's one
-// worker pool; an arena's concurrency (Config::compute_threads, all cores by default) is only its cap,
-// and the market hands the pool's workers to the arenas that have work, in proportion to their
-// demand, moving them as demand changes. The pool is therefore sized for the machine, not for the sum
-// of the arenas: max(cores, largest arena cap, live devices) workers. "Largest cap": one device alone
-// can reach its whole OPENREG_COMPUTE_THREADS even above the core count. "Live devices": each device
-// can always hold a worker, so a device whose work waits on another device's work (a kernel or host
-// callback synchronizing a peer's stream) cannot starve it of its last thread. Our arenas reserve no
-// slot for host threads, so all device work runs on workers, and TBB counts the master in its limit
-// ("+1"). One global_control, re-created whenever a runtime comes or goes; the new control is built
-// before the old one is dropped and TBB applies the smallest live value, so the limit never dips
-// below either setting in between.
+// Also Note [Elastic device concurrency] and Note [Device lanes] (device.cpp). Every device's lanes
+// (compute_threads task arenas of concurrency 1) draw their threads from oneTBB's one worker pool;
+// the market hands the pool's workers to the arenas that have work. The pool has a worker for every
+// lane of every live runtime, max(cores, live lanes): every device runs its whole compute_threads
+// kernels at once whatever the other devices do, as separate GPUs would (kernels on different
+// devices that wait on each other, like a hand-written all-reduce spinning on its peers' flags,
+// cannot starve each other), and a device whose work waits on another device's work (a kernel or host
+// callback synchronizing a peer's stream) always finds a thread for it. Idle workers sleep, and oneTBB
+// creates them only when arenas ask for them, so the pool costs threads only for lanes that ran.
+// Why not fewer (it was max(cores, largest cap, live devices)): a lane that gets work while every
+// worker sits in another lane waits for one to leave that lane, and a worker leaves an arena that ran
+// dry only after oneTBB's backoff, a spin that yields the core between probes. On an idle machine that
+// is microseconds; beside one CPU-bound process per core each yield hands the core away for a
+// scheduler slice. The sim stress test (3 devices x 2 lanes, 3 workers) then spent 360k context
+// switches in those yields and took 12 s instead of 0.9 s (tests/support/hang_watch.sh); with a worker
+// per lane, 3 s and 27k switches. Kernels that run at once share the cores through their intra-op
+// thread counts (backend ops/engine/ExecuteThreads.cpp), which count running kernels, not workers.
+// Our arenas reserve no slot for host threads, so all device work runs on workers, and TBB counts the
+// master in its limit ("+1"). One global_control, re-created whenever a runtime comes or goes; the new
+// control is built before the old one is dropped and TBB applies the smallest live value, so the limit
+// never dips below either setting in between.
 class WorkerBudget {
  public:
   static WorkerBudget& instance() {
     static WorkerBudget* budget = new WorkerBudget;  // leaked: runtimes may outlive static destructors
     return *budget;
   }
-  //! A runtime with `devices` arenas of concurrency `threads` came (sign +1) or went (sign -1).
-  void add(int sign, int devices, int threads) {
+  //! A runtime with `lanes` lanes in all (devices x compute_threads) came (sign +1) or went (sign -1).
+  void add(int sign, long lanes) {
     std::lock_guard lock(mutex_);
-    devices_ += sign * static_cast<long>(devices);
-    if (sign > 0) {
-      caps_.insert(threads);
-    } else {
-      auto it = caps_.find(threads);
-      if (it != caps_.end()) caps_.erase(it);
-    }
-    const long largest_cap = caps_.empty() ? 0 : *caps_.rbegin();
-    const long workers = std::max<long>({tbb::info::default_concurrency(), largest_cap, devices_});
+    lanes_ += sign * lanes;
+    const long workers = std::max<long>(tbb::info::default_concurrency(), lanes_);
     auto next = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                       static_cast<std::size_t>(workers + 1));
     control_ = std::move(next);
@@ -59,11 +60,14 @@ class WorkerBudget {
 
  private:
   std::mutex mutex_;
-  long devices_ = 0;                                // guarded by mutex_
-  std::multiset<int> caps_;                         // live runtimes' arena caps; guarded by mutex_
+  long lanes_ = 0;                                  // live runtimes' lanes; guarded by mutex_
   std::unique_ptr<tbb::global_control> control_;    // guarded by mutex_
 };
 
+// A resolved configuration's lanes: one per compute thread of each device (Device's constructor).
+long lanes_of(const Config& config) {
+  return static_cast<long>(config.device_count) * std::max(1, config.compute_threads);
+}
 
 }  // namespace
 
@@ -82,12 +86,12 @@ Runtime::Runtime(const Config& config) : s_(std::make_unique<State>()) {
   s_->once = std::make_unique<std::once_flag[]>(n);
   s_->started = std::make_unique<std::atomic<Device*>[]>(n);
   for (int i = 0; i < n; ++i) s_->started[i].store(nullptr, std::memory_order_relaxed);
-  WorkerBudget::instance().add(+1, n, s_->config.compute_threads);
+  WorkerBudget::instance().add(+1, lanes_of(s_->config));
 }
 
 Runtime::~Runtime() {
   for (auto& device : s_->devices) device.reset();  // each waits for its work
-  WorkerBudget::instance().add(-1, s_->config.device_count, s_->config.compute_threads);
+  WorkerBudget::instance().add(-1, lanes_of(s_->config));
 }
 
 // Note [Teardown at exit]

@@ -56,7 +56,7 @@ int machine_sharers(int device, int running) noexcept {
 }
 
 // The cores this process may run on: what all devices' kernels share (Note [Elastic device
-// concurrency] in sim/src/device.cpp: the arenas share one worker pool of that size).
+// concurrency] in sim/src/device.cpp).
 int machine_cores() {
   static const int cores = [] {
     cpu_set_t set;

@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -67,6 +68,26 @@ TEST(ElasticConcurrency, TwoBusyDevicesShareTheCores) {
   runtime.device(0).synchronize();
   runtime.device(1).synchronize();
   EXPECT_EQ(meet.met.load(), 2) << "the two devices' kernels never ran at once";
+}
+
+// Every lane of every device can run at once, as separate GPUs' streams do: kernels that wait for
+// each other across devices and streams (a hand-written all-reduce spinning on its peers' flags) all
+// meet. With a worker pool sized for the machine, two devices of two lanes got two workers on two
+// cores, and half of these kernels never started (Note [TBB worker budget]).
+TEST(ElasticConcurrency, EveryLaneOfEveryDeviceRunsAtOnce) {
+  constexpr int kDevices = 2;
+  const int lanes = std::max(2, cores());
+  Runtime runtime(test::make_config(kDevices, lanes));
+  Rendezvous meet(kDevices * lanes);
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (int d = 0; d < kDevices; ++d) {
+    for (int i = 0; i < lanes; ++i) {
+      streams.push_back(runtime.device(d).create_stream());
+      streams.back()->launch("rendezvous", [&] { meet(); });
+    }
+  }
+  for (auto& s : streams) s->synchronize();
+  EXPECT_EQ(meet.met.load(), kDevices * lanes) << "the devices' lanes never all ran at once";
 }
 
 TEST(ElasticConcurrency, DevicesWaitingOnEachOtherNeverStarve) {

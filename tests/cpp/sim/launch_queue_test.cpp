@@ -56,6 +56,47 @@ TEST(LaunchQueue, ProducerWaitsWhenFullAndResumesWhenTheDeviceDrains) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(ran[i], i);
 }
 
+// A producer that finds the queue full sleeps until the stream has drained to half, then refills it
+// without waiting: one wake-up per half queue, not one per completed item (Note [Bounded launch queue]).
+TEST(LaunchQueue, AProducerHeldByAFullQueueRefillsOnceItHasDrainedToHalf) {
+  constexpr int kDepth = 8;
+  constexpr int kRefilled = kDepth / 2 + 1;  // completions that bring ticket 9's queue to half
+  Runtime runtime(with_depth(1, 1, kDepth));
+  auto s = runtime.device(0).create_stream();
+  // Item i completes once `released` exceeds i: the test completes items one at a time.
+  std::atomic<int> released{0};
+  auto item = [&released](int i) {
+    return [&released, i] { EXPECT_TRUE(test::eventually([&] { return released.load() > i; })); };
+  };
+  for (int i = 0; i < kDepth; ++i) s->launch("held", item(i));  // full, nobody waited
+  std::atomic<int> issued{0};
+  std::thread producer([&] {
+    for (int i = kDepth; i < 3 * kDepth; ++i) {
+      s->launch("refill", item(i));
+      issued.fetch_add(1);
+    }
+  });
+  // Bounded looks, not timing assertions: a producer released early would have issued by then.
+  auto stays = [&](int expected) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return issued.load() == expected;
+  };
+  EXPECT_TRUE(stays(0));
+  for (int done = 1; done < kRefilled; ++done) {
+    released.store(done);
+    ASSERT_TRUE(test::eventually([&] { return s->completed_count() == static_cast<std::uint64_t>(done); }));
+    EXPECT_TRUE(stays(0)) << "the producer went on after " << done << " of " << kDepth << " items completed";
+  }
+  released.store(kRefilled);
+  // Half drained: it refills the queue to the bound in one go (tickets 9..13 against 5 completed).
+  ASSERT_TRUE(test::eventually([&] { return issued.load() == kDepth / 2 + 1; }));
+  EXPECT_TRUE(stays(kDepth / 2 + 1)) << "the producer overfilled the queue";
+  released.store(3 * kDepth);
+  producer.join();
+  s->synchronize();
+  EXPECT_EQ(issued.load(), 2 * kDepth);
+}
+
 TEST(LaunchQueue, ManyProducersLoseAndReorderNothing) {
   const int kProducers = 8;
   const int kPerProducer = 2000 / test::kSanitizerDivisor;

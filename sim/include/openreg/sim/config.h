@@ -54,7 +54,7 @@ struct OPENREG_SIM_API Config {
 
   //! A copy with every kDerive field filled in and every field validated (throws ConfigError):
   //! compute_threads = the cores this process may run on: each arena's cap, not a reservation; all
-  //! devices share oneTBB's one worker pool (Note [Elastic device concurrency] in device.cpp);
+  //! devices' lanes share oneTBB's one worker pool (Note [Elastic device concurrency] in device.cpp);
   //! memory_capacity = physical memory / (2 * device_count).
   Config resolved() const;
 };
