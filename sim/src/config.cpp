@@ -1,4 +1,5 @@
 #include "openreg/sim/config.h"
+#include "openreg/sim/profile.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -24,6 +25,8 @@ constexpr const char* kCopyBandwidthVar = "OPENREG_COPY_BANDWIDTH";
 constexpr const char* kLaunchQueueDepthVar = "OPENREG_LAUNCH_QUEUE_DEPTH";
 constexpr const char* kScheduleFuzzVar = "OPENREG_SCHEDULE_FUZZ";
 constexpr const char* kSanitizerVar = "OPENREG_SANITIZER";
+constexpr const char* kDeviceProfileVar = "OPENREG_DEVICE_PROFILE";
+constexpr const char* kHostTimeVar = "OPENREG_HOST_TIME";
 constexpr long long kMaxFuzzSeed = 999'999'999'999'999'999LL;  // parse_int's 18 digits
 constexpr int kMaxComputeThreads = 1024;
 
@@ -187,6 +190,17 @@ Config Config::from_env() {
     } else {
       bad_value(kSanitizerVar, *v, "0 (off), 1 (raise at the op that completes a race) or report (record every race "
                                    "and report them at exit)");
+    }
+  }
+  if (auto v = env(kDeviceProfileVar)) c.device_profile = load_device_profile(trim(*v), kDeviceProfileVar);
+  if (auto v = env(kHostTimeVar)) {
+    const std::string_view t = trim(*v);
+    if (iequals(t, "modelled") || iequals(t, "modeled")) {
+      c.host_time = HostTimeMode::kModelled;
+    } else if (iequals(t, "measured")) {
+      c.host_time = HostTimeMode::kMeasured;
+    } else {
+      bad_value(kHostTimeVar, *v, "modelled (the profile's fixed host cost per op) or measured (the thread's CPU time)");
     }
   }
   return c.resolved();

@@ -244,8 +244,9 @@ void CopyEngine::run() {
       std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(start)) + duration);
     }
     if (trace_enabled()) {
-      trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, start, now_ns(), item.bytes,
-                    item.correlation, item.enqueue_ns});
+      const bool virtual_time = item.vend >= 0;  // Note [Virtual time]
+      trace_record({item.name, device_, job.stream->id(), ItemKind::kCopy, virtual_time ? item.vstart : start,
+                    virtual_time ? item.vend : now_ns(), item.bytes, item.correlation, item.enqueue_ns});
     }
     // Dispatches the stream's next copies/events from this thread (Note [Dispatching off the
     // device]); may free the stream: touch neither afterwards.

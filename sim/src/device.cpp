@@ -21,6 +21,7 @@
 #include "openreg/sim/trace.h"
 #include "arena_task_arg.h"
 #include "tsan_annotations.h"
+#include "virtual_clock.h"
 
 namespace openreg::sim {
 namespace {
@@ -282,6 +283,7 @@ void Device::synchronize() {
     InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
     for (auto& st : all) st->wait_idle();
   }
+  if (VirtualClock* clock = s_->runtime->virtual_clock()) clock->host_waited_device(s_->index);
   // Every stream's unreported failures are taken (so reported here, once), not just the first one's.
   std::string first;
   std::uint64_t others = 0;

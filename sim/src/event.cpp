@@ -10,6 +10,7 @@
 #include "openreg/sim/error.h"
 #include "openreg/sim/trace.h"
 #include "trace_recorder.h"
+#include "virtual_clock.h"
 
 namespace openreg::sim {
 
@@ -59,6 +60,7 @@ bool Event::query() {
   std::shared_ptr<EventRecord> record = latest();
   if (!record) return true;
   if (!record->completed()) return false;
+  if (auto clock = record->clock()) clock->host_waited_record(*record);
   record->report_failure_once();
   return true;
 }
@@ -70,6 +72,7 @@ void Event::synchronize() {
     InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
     record->wait();
   }
+  if (auto clock = record->clock()) clock->host_waited_record(*record);
   record->report_failure_once();
 }
 
@@ -146,6 +149,8 @@ double Event::elapsed_ms(const Event& end) const {
   if (!a->completed() || !b->completed()) {
     throw_error(Errc::kNotReady, "elapsed time asked before both events' records have completed");
   }
+  // Virtual times when both were placed on a device profile's clock (Note [Virtual time]).
+  if (a->virtual_ns() >= 0 && b->virtual_ns() >= 0) return static_cast<double>(b->virtual_ns() - a->virtual_ns()) / 1e6;
   return static_cast<double>(b->time_ns() - a->time_ns()) / 1e6;  // published by completion (EventRecord)
 }
 

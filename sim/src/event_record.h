@@ -18,6 +18,7 @@
 namespace openreg::sim {
 
 class Stream;
+class VirtualClock;
 struct WorkItem;
 
 class EventRecord {
@@ -57,6 +58,15 @@ class EventRecord {
   const std::string& failure() const noexcept;
   //! When it completed (now_ns()); 0 unless timing.
   std::int64_t time_ns() const noexcept;
+  //! Its virtual time and clock (Note [Virtual time]): set once when it is placed, before it is
+  //! published to waiters (Event::set_latest orders both); -1 and none without a device profile.
+  void set_virtual(std::int64_t t, std::weak_ptr<VirtualClock> clock) noexcept {
+    clock_ = std::move(clock);
+    virtual_ns_.store(t, std::memory_order_relaxed);
+  }
+  std::int64_t virtual_ns() const noexcept { return virtual_ns_.load(std::memory_order_relaxed); }
+  //! The clock that placed it, if still alive (its runtime may be gone).
+  std::shared_ptr<VirtualClock> clock() const noexcept { return clock_.lock(); }
   //! Throws WorkFailed with the record's failure, the first time only: an event reports it once, however
   //! many query/synchronize calls see this record (waiting streams copy it regardless).
   void report_failure_once();
@@ -71,6 +81,8 @@ class EventRecord {
   ProgressCounter done_;  // 0 -> 1 when the record completes
 
   std::atomic<bool> failure_reported_{false};
+  std::atomic<std::int64_t> virtual_ns_{-1};
+  std::weak_ptr<VirtualClock> clock_;  // written once before publication
 
   std::mutex mutex_;              // makes "check done_, else park" atomic with completion
   std::vector<Waiter> waiters_;  // guarded by mutex_

@@ -1,3 +1,4 @@
+#include "virtual_clock.h"
 #include "openreg/sim/runtime.h"
 
 #include <oneapi/tbb/global_control.h>
@@ -77,6 +78,7 @@ struct Runtime::State {
   std::unique_ptr<std::once_flag[]> once;
   std::unique_ptr<std::atomic<Device*>[]> started;  // lock-free view of `devices` for readers
   AddressRegistry pinned;
+  std::shared_ptr<VirtualClock> clock;  // records keep weak references  // with a device profile (Note [Virtual time]); before devices go
 };
 
 Runtime::Runtime(const Config& config) : s_(std::make_unique<State>()) {
@@ -86,6 +88,10 @@ Runtime::Runtime(const Config& config) : s_(std::make_unique<State>()) {
   s_->once = std::make_unique<std::once_flag[]>(n);
   s_->started = std::make_unique<std::atomic<Device*>[]>(n);
   for (int i = 0; i < n; ++i) s_->started[i].store(nullptr, std::memory_order_relaxed);
+  if (s_->config.device_profile) {
+    s_->clock = std::make_shared<VirtualClock>(s_->config.device_profile, s_->config.host_time, n,
+                                               s_->config.launch_queue_depth);
+  }
   WorkerBudget::instance().add(+1, lanes_of(s_->config));
 }
 
@@ -242,5 +248,16 @@ void Runtime::host_free_pinned(void* ptr) {
 }
 
 bool Runtime::is_pinned(const void* ptr) const { return ptr != nullptr && s_->pinned.find(ptr, nullptr, nullptr); }
+
+const DeviceProfile* Runtime::profile() const noexcept { return s_->config.device_profile.get(); }
+
+std::int64_t Runtime::virtual_now_ns() { return s_->clock ? s_->clock->host_now() : 0; }
+
+DeviceTimeStats Runtime::device_time_stats(int index) {
+  device(index);  // throws for bad indices
+  return s_->clock ? s_->clock->stats(index) : DeviceTimeStats{};
+}
+
+VirtualClock* Runtime::virtual_clock() const noexcept { return s_->clock.get(); }
 
 }  // namespace openreg::sim

@@ -56,6 +56,7 @@
 #include "progress_counter.h"
 #include "schedule_fuzz.h"
 #include "trace_recorder.h"
+#include "virtual_clock.h"
 #include "work_item.h"
 
 namespace openreg::sim {
@@ -108,6 +109,8 @@ struct Stream::State {
   std::atomic<bool> destroyed{false};
 
   std::uint64_t queue_depth = 1;  // Config::launch_queue_depth; immutable
+  VirtualClock* clock = nullptr;  // the runtime's, with a device profile (Note [Virtual time]); immutable
+  StreamTimeline timeline;        // this stream's virtual timeline; guarded by the clock's device mutex
   std::optional<std::uint64_t> fuzz_seed;  // Config::schedule_fuzz_seed; immutable
 
   // Failures not yet reported through the stream (see Note [Failure reporting]): the first one's
@@ -144,6 +147,7 @@ Stream::Stream(Device& device, StreamId id, StreamPriority priority) : s_(std::m
   s_->priority = priority;
   s_->queue_depth = device.runtime().config().launch_queue_depth;
   s_->fuzz_seed = device.runtime().config().schedule_fuzz_seed;
+  s_->clock = device.runtime().virtual_clock();
   s_->all_items.reserve(kInitialItems);
   for (std::size_t i = 0; i < kInitialItems; ++i) {
     s_->all_items.push_back(new WorkItem);
@@ -211,7 +215,7 @@ WorkItem* Stream::acquire_item() {
 //    was already enqueued when the wait was issued (Stream::record publishes the record after its
 //    enqueue), so waits point strictly backwards in issue order and cannot form a cycle with a full
 //    queue or with each other.
-void Stream::enqueue(WorkItem* item) {
+void Stream::enqueue(WorkItem* item, const KernelCost* cost) {
   // Read here, on the issuing thread: the tag names the host op that issued the item (trace.h).
   item->correlation = trace_correlation();
   item->enqueue_ns = trace_enabled() ? now_ns() : 0;
@@ -226,6 +230,7 @@ void Stream::enqueue(WorkItem* item) {
     // Full at our ticket: wait until the stream has drained to half (Note [Bounded launch queue]).
     s_->completed.wait_at_least(ticket - (s_->queue_depth - s_->queue_depth / 2));
   }
+  if (s_->clock != nullptr) s_->clock->place(device_index(), s_->timeline, *item, cost, on_device_thread());
   const bool pushed = s_->queue.push(item);
   OPENREG_SIM_ASSERT(pushed, "lock-free queue push failed");
   // acq_rel: release publishes the push to the owner; acquire (on 0 -> 1) makes the previous owner's
@@ -249,6 +254,11 @@ WorkItem* fill_task_item(WorkItem* item, ItemKind kind, const char* name, const 
 void Stream::launch(const char* name, Task fn) {
   if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
   enqueue(fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn)));
+}
+
+void Stream::launch(const char* name, Task fn, const KernelCost& cost) {
+  if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
+  enqueue(fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn)), &cost);
 }
 
 void Stream::host_callback(const char* name, Task fn) {
@@ -285,6 +295,12 @@ void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* nam
   item->bytes = bytes;
   item->engine = &s_->device->copy_engine(/*inbound=*/dst_on_device && !src_on_device);
   item->host_dst = !dst_on_device;
+  if (dst_on_device && src_on_device) {
+    item->route = runtime.device_of(dst) == runtime.device_of(src) ? CopyRoute::kDeviceToDevice : CopyRoute::kPeer;
+  } else {
+    item->route = dst_on_device ? CopyRoute::kHostToDevice : CopyRoute::kDeviceToHost;
+    item->pinned = runtime.is_pinned(dst_on_device ? src : dst);
+  }
   enqueue(item);
 }
 
@@ -344,6 +360,7 @@ bool Stream::query() {
   // `enqueued` first: "completed >= a snapshot taken earlier" proves that snapshot's work is done.
   const std::uint64_t enqueued = s_->enqueued.load(std::memory_order_acquire);
   const bool done = s_->completed.load() >= enqueued;
+  if (done && s_->clock != nullptr) s_->clock->host_waited(device_index(), s_->timeline);
   std::string message;
   if (take_error(&message)) throw Error(Errc::kWorkFailed, message);
   return done;
@@ -358,6 +375,7 @@ void Stream::synchronize() {
     InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
     wait_idle();
   }
+  if (s_->clock != nullptr) s_->clock->host_waited(device_index(), s_->timeline);
   std::string message;
   if (take_error(&message)) throw Error(Errc::kWorkFailed, message);
 }
@@ -390,8 +408,9 @@ namespace {
 // An event wait spans from the stream reaching it to the event completing (parked or not).
 void trace_wait(const WorkItem& item, int device, StreamId stream) {
   if (item.wait_start_ns != 0 && trace_enabled()) {
-    trace_record({item.name, device, stream, item.kind, item.wait_start_ns, now_ns(), 0, item.correlation,
-                  item.enqueue_ns});
+    const bool virtual_time = item.vend >= 0;
+    trace_record({item.name, device, stream, item.kind, virtual_time ? item.vstart : item.wait_start_ns,
+                  virtual_time ? item.vend : now_ns(), 0, item.correlation, item.enqueue_ns});
   }
 }
 }  // namespace
@@ -401,6 +420,9 @@ void Stream::run_task(WorkItem* item) {
   const std::int64_t start = now_ns();
   const Stream* outer = tl_running_stream;
   tl_running_stream = this;
+  std::int64_t& virtual_end = running_item_virtual_end();
+  const std::int64_t outer_virtual_end = virtual_end;
+  virtual_end = item->vend;  // items this one enqueues are issued at its virtual end
   try {
     item->fn();
   } catch (const std::exception& e) {
@@ -409,12 +431,16 @@ void Stream::run_task(WorkItem* item) {
     s_->record_failure(item->name, "unknown exception");
   }
   tl_running_stream = outer;
+  virtual_end = outer_virtual_end;
   const std::int64_t end = now_ns();
   // Counted before the item completes (finish() releases it), so a host that saw the item complete
   // also sees its busy time (utilization() right after synchronize()).
   s_->device->add_busy_time(static_cast<std::uint64_t>(end - start));
-  if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, end, 0, item->correlation,
-                             item->enqueue_ns});
+  if (tracing) {
+    const bool virtual_time = item->vend >= 0;
+    trace_record({item->name, device_index(), s_->id, item->kind, virtual_time ? item->vstart : start,
+                  virtual_time ? item->vend : end, 0, item->correlation, item->enqueue_ns});
+  }
 }
 
 WorkItem* Stream::take_next() {
@@ -451,8 +477,11 @@ bool Stream::step(WorkItem* item) {
       const bool tracing = trace_enabled();
       const std::int64_t start = tracing ? now_ns() : 0;
       complete_record(*item->record);
-      if (tracing) trace_record({item->name, device_index(), s_->id, item->kind, start, now_ns(), 0, item->correlation,
-                                 item->enqueue_ns});
+      if (tracing) {
+        const bool virtual_time = item->vend >= 0;
+        trace_record({item->name, device_index(), s_->id, item->kind, virtual_time ? item->vstart : start,
+                      virtual_time ? item->vend : now_ns(), 0, item->correlation, item->enqueue_ns});
+      }
       break;
     }
     case ItemKind::kEventWait: {

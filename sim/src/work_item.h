@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "event_record.h"
+#include "openreg/sim/cost.h"
 #include "openreg/sim/event.h"
 #include "openreg/sim/stream.h"
 #include "openreg/sim/task.h"
@@ -31,6 +32,10 @@ struct WorkItem {
   std::int64_t enqueue_ns = 0;    // when it was enqueued, while tracing (0 otherwise)
   std::int64_t wait_start_ns = 0; // kEventWait: when the stream reached it, while tracing (0 otherwise)
   bool fuzzed = false;            // its schedule-fuzz delay was decided (Note [Schedule fuzzing])
+  CopyRoute route = CopyRoute::kDeviceToDevice;  // kCopy: which link (Note [Cost model])
+  bool pinned = false;            // kCopy: its host side is pinned memory
+  std::int64_t vstart = -1;       // virtual start and end (Note [Virtual time]); -1 without a profile
+  std::int64_t vend = -1;
 
   //! Drops what the item holds (captured state, event reference) before it goes back to the pool.
   void clear() noexcept {

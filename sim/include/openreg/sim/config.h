@@ -3,10 +3,13 @@
 // OPENREG_* environment variables once; tests construct Runtimes with explicit Configs.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 
 #include "openreg/sim/export.h"
+#include "openreg/sim/profile.h"
+#include "openreg/sim/virtual_time.h"
 
 namespace openreg::sim {
 
@@ -47,6 +50,11 @@ struct OPENREG_SIM_API Config {
   std::optional<std::uint64_t> schedule_fuzz_seed;
   //! OPENREG_SANITIZER: the mode the backend's stream race checker starts in. The sim never reads it.
   RaceCheckMode race_check = RaceCheckMode::kOff;
+  //! OPENREG_DEVICE_PROFILE: a shipped profile's name or a profile file's path; every device becomes a
+  //! model of that GPU and every time openreg reports is virtual (Note [Virtual time]). Null: host time.
+  std::shared_ptr<const DeviceProfile> device_profile;
+  //! OPENREG_HOST_TIME: how host threads' virtual clocks advance (only with a device profile).
+  HostTimeMode host_time = HostTimeMode::kModelled;
 
   //! Defaults overridden by the OPENREG_* environment variables, then resolved.
   //! Throws ConfigError naming the variable when a value is malformed or out of range.

@@ -13,6 +13,8 @@
 
 namespace openreg::sim {
 
+class VirtualClock;  // private to the library
+
 class OPENREG_SIM_API Runtime {
  public:
   //! A runtime with its own devices (tests use several). `config` is resolved (throws ConfigError).
@@ -51,6 +53,15 @@ class OPENREG_SIM_API Runtime {
   void host_free_pinned(void* ptr);
   //! Whether `ptr` lies inside a live pinned host allocation.
   bool is_pinned(const void* ptr) const;
+
+  //! Virtual time (Note [Virtual time]): the device profile, or null when times are this host's.
+  const DeviceProfile* profile() const noexcept;
+  //! The calling thread's virtual time, ns since the runtime started (0 without a profile).
+  std::int64_t virtual_now_ns();
+  //! A device's virtual busy time and work so far (all zero without a profile). Throws for bad indices.
+  DeviceTimeStats device_time_stats(int index);
+  //! The virtual clock, or null without a profile (for the library's own use).
+  VirtualClock* virtual_clock() const noexcept;
 
   // --- implementation-defined below ---
  private:

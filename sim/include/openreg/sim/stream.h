@@ -23,6 +23,7 @@ class Event;
 class CopyEngine;  // private to the library
 struct WorkItem;     // private to the library
 struct EventRecord;  // private to the library
+struct KernelCost;   // openreg/sim/cost.h
 
 //! Identifies a stream within its device. Ids are never reused while the device lives.
 using StreamId = std::int64_t;
@@ -77,6 +78,9 @@ class OPENREG_SIM_API Stream : public std::enable_shared_from_this<Stream> {
   //! An exception thrown by `fn` is kept and reported, with `name`, by the next query/synchronize of
   //! this stream, of an event recorded after it, or of the device. Throws kInvalidStream if destroyed.
   void launch(const char* name, Task fn);
+  //! The same, with what the kernel does: with a device profile its virtual duration and share of the
+  //! device come from `cost` (Note [Cost model]); without one the cost is ignored.
+  void launch(const char* name, Task fn, const KernelCost& cost);
 
   //! Enqueues a copy of `bytes` bytes; runs on a copy engine of this stream's device, ordered with the
   //! rest of the stream. The direction (host/device/peer) is derived from the pointers. With a copy
@@ -117,7 +121,7 @@ class OPENREG_SIM_API Stream : public std::enable_shared_from_this<Stream> {
   struct State;
 
   Stream(Device& device, StreamId id, StreamPriority priority);
-  void enqueue(WorkItem* item);     // hands a filled item to the queue; may schedule the stream
+  void enqueue(WorkItem* item, const KernelCost* cost = nullptr);     // hands a filled item to the queue; may schedule the stream
   WorkItem* acquire_item();        // a recycled (or new) item; throws kInvalidStream if destroyed
   void drain();                           // runs a batch on a compute thread; owner only
   void dispatch();                        // runs what needs no compute thread (copies, events) here; owner only

@@ -1,0 +1,70 @@
+#pragma once
+// DeviceProfile: the figures of a real GPU that the virtual clock turns work into time with
+// (Note [Virtual time] in sim/src/virtual_clock.cpp). A profile is a data file, one `key = value` per
+// line, each value followed by a `#` comment naming its public source; the shipped ones live in
+// sim/profiles/ and are built into the library, so a name such as "h100-sxm" needs no path. Any other
+// value of OPENREG_DEVICE_PROFILE is read as the path of such a file.
+//
+// Thread-safety: a loaded profile is immutable and shared (std::shared_ptr<const DeviceProfile>).
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "openreg/sim/export.h"
+
+namespace openreg::sim {
+
+//! The number formats a kernel computes in, for the profile's per-format peaks.
+enum class NumberFormat : std::uint8_t { kFp64, kFp32, kTf32, kBf16, kFp16, kFp8, kInt8 };
+inline constexpr int kNumberFormats = 7;
+//! "fp64", "fp32", ... (the keys' suffixes in profile files).
+OPENREG_SIM_API const char* number_format_name(NumberFormat format) noexcept;
+
+struct OPENREG_SIM_API DeviceProfile {
+  std::string name;          //!< the file's `name`, e.g. "h100-sxm"
+  std::string display_name;  //!< e.g. "H100 SXM"
+  int sm_count = 0;          //!< streaming multiprocessors (compute units on AMD)
+  std::uint64_t l2_bytes = 0;
+  std::uint64_t memory_bytes = 0;
+  //! Dense peak FLOP/s of the matrix (tensor) units and of the vector units per format; 0: the unit
+  //! lacks the format.
+  std::array<double, kNumberFormats> tensor_flops{};
+  std::array<double, kNumberFormats> vector_flops{};
+  //! Fraction of the tensor peak that the best large GEMMs reach on the real chip (measured, not the
+  //! datasheet's peak).
+  double gemm_efficiency = 0;
+  int gemm_tile = 128;              //!< output tile edge of the GEMM kernels (wave quantization)
+  double memory_bandwidth = 0;      //!< bytes/s, datasheet
+  double memory_efficiency = 0;     //!< fraction of it that copies and memory-bound kernels reach
+  double h2d_pinned = 0;            //!< bytes/s over the host link, pinned host memory
+  double d2h_pinned = 0;
+  double h2d_pageable = 0;          //!< bytes/s from pageable host memory (staged, synchronous on CUDA)
+  double d2h_pageable = 0;
+  double host_link_latency_ns = 0;  //!< per host-link copy
+  double peer_bandwidth = 0;        //!< bytes/s one way between two devices
+  double peer_latency_ns = 0;
+  int copy_engines = 0;
+  double launch_ns = 0;        //!< host time to issue one item (the driver's launch call)
+  double host_op_ns = 0;       //!< host time of the framework's own work per op (modelled host time)
+  double min_kernel_ns = 0;    //!< the shortest a kernel takes on the device
+  double event_record_ns = 0;  //!< device time an event record takes
+};
+
+//! The shipped profiles' names ("a100-sxm", "h100-sxm", "mi300x").
+OPENREG_SIM_API std::vector<std::string> shipped_profile_names();
+
+//! A shipped profile by name, or a profile file by path. Throws ConfigError naming `variable`, the
+//! value and, for a malformed file, the line and field (an unknown name lists the shipped ones).
+OPENREG_SIM_API std::shared_ptr<const DeviceProfile> load_device_profile(std::string_view name_or_path,
+                                                                         std::string_view variable);
+
+//! Parses profile text (the file format above); `origin` names it in errors. Throws ConfigError.
+OPENREG_SIM_API std::shared_ptr<const DeviceProfile> parse_device_profile(std::string_view text,
+                                                                          std::string_view origin,
+                                                                          std::string_view variable);
+
+}  // namespace openreg::sim

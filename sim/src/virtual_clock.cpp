@@ -1,0 +1,331 @@
+#include "virtual_clock.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <iterator>
+#include <limits>
+
+#include "openreg/sim/trace.h"
+#include "event_record.h"
+#include "work_item.h"
+
+namespace openreg::sim {
+
+// Note [Virtual time]
+// With a device profile (OPENREG_DEVICE_PROFILE) every time openreg reports (event elapsed times,
+// traces, the profiler's device lanes, utilization, torch.openreg.timing) is the modelled GPU's, not
+// this CPU's. The work itself still runs as before, on the device threads, in stream order: results,
+// errors, the race checker and schedule fuzzing do not change. Only the clock does.
+//
+// Virtual times are decided when an item is issued, not when it runs. Everything that decides when
+// an item would start on a GPU is known at its enqueue: its stream's previous item (placed before
+// it), the event records it waits for (a wait captures a record already enqueued, which was placed
+// when it was enqueued: Note [Bounded launch queue] in stream.cpp), the units it needs (placed in the
+// order the program issued to them), its cost (Note [Cost model]) and the issuing thread's clock.
+// So the timeline depends only on the sequence of calls the program makes: the same program gives
+// the same timeline to the nanosecond on a loaded or idle machine, with any number of cores, under
+// any schedule-fuzz seed, which a timeline read off the device threads' execution could never be.
+//
+// An item starts at the latest of: its stream's previous item's end; the virtual time of every
+// record it waits for (across streams and devices); its issue time on the host clock; the moment its
+// unit can take it. Units:
+//  - compute: the device's SMs, shared by occupancy. A kernel occupies a fraction of the SMs (its
+//    blocks' share of one wave, Note [Cost model]) for its duration, and starts at the earliest time
+//    from its ready time at which that fraction is free for its whole duration (a calendar of the
+//    SMs in use over time). So small kernels of two streams run side by side, and a kernel that fills
+//    the device runs alone: another stream's kernel waits for it, as the block scheduler makes it wait
+//    on a GPU when no SM is free. A kernel issued later but ready earlier still fills an earlier gap
+//    (the calendar is searched from its ready time), so issue order only breaks ties. Not modelled: a
+//    kernel slowing down beside another that shares SMs' bandwidth (both run at their own rates).
+//  - copies: one host-to-device engine and one for device-to-host and peer copies, each taking its
+//    copies one after another in issue order, beside the compute units (so copies overlap kernels).
+//  - event records take event_record_ns on their stream; waits and host callbacks take none.
+//
+// The host's clock: each host thread has one. Each item it issues advances it by the profile's
+// launch cost, plus, for kernels and copies, the framework's own work per op: the profile's host_op_ns
+// (OPENREG_HOST_TIME=modelled, the default, exactly reproducible) or the thread's CPU time since its
+// previous call (=measured). An item cannot start before it is issued, so a launch-bound program
+// (thousands of tiny kernels) shows the device idle between kernels, as on a GPU. The clock jumps
+// forward to the device's time wherever the host waits for it: a stream, device or event synchronize,
+// a query that sees the work done (the host learns it is done only then), a pageable copy (synchronous
+// on CUDA), and a full launch queue (the item launch_queue_depth places back on the stream must have
+// ended: a ring of the stream's last ends). Items issued by a kernel or host callback are issued at
+// the issuing item's end. A new thread's clock starts at the latest time any thread has reached.
+//
+// Bookkeeping is per device, under the device timeline's mutex (the calendar, the engines, its
+// streams' tails and rings, the busy unions); a thread's own clock is thread-local. Old calendar
+// entries are dropped below the issuing thread's clock once the calendar is large: exact for one
+// host thread, approximate for several host threads whose clocks differ.
+
+namespace {
+
+constexpr std::int64_t kForever = std::numeric_limits<std::int64_t>::max();
+// Calendar entries kept before old ones are dropped, and busy intervals remembered.
+constexpr std::size_t kCalendarKeep = 512;
+constexpr std::size_t kSpansKeep = 4096;
+
+std::atomic<std::uint64_t> g_generation{0};
+
+std::int64_t thread_cpu_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::int64_t to_ns(double ns) noexcept { return static_cast<std::int64_t>(ns + 0.5); }
+
+// The measure of a union of intervals, kept as they are added in any order. Only recent intervals
+// are remembered (kSpansKeep); an interval overlapping a forgotten one would be counted twice, which
+// needs an item placed thousands of intervals into the past.
+class IntervalUnion {
+ public:
+  void add(std::int64_t a, std::int64_t b) {
+    if (b <= a) return;
+    auto it = spans_.upper_bound(a);
+    if (it != spans_.begin() && std::prev(it)->second >= a) --it;
+    std::int64_t lo = a;
+    std::int64_t hi = b;
+    while (it != spans_.end() && it->first <= hi) {
+      lo = std::min(lo, it->first);
+      hi = std::max(hi, it->second);
+      measure_ -= it->second - it->first;
+      it = spans_.erase(it);
+    }
+    spans_.emplace(lo, hi);
+    measure_ += hi - lo;
+    if (spans_.size() > kSpansKeep) spans_.erase(spans_.begin());  // its measure stays counted
+  }
+  std::int64_t measure() const noexcept { return measure_; }
+
+ private:
+  std::map<std::int64_t, std::int64_t> spans_;  // start -> end, disjoint
+  std::int64_t measure_ = 0;
+};
+
+// The SMs in use over time: the fraction in use from each key until the next; the last key's value
+// holds forever (0 once everything placed has ended).
+class Calendar {
+ public:
+  explicit Calendar(std::int64_t origin) { used_.emplace(origin, 0.0); }
+
+  //! Reserves `share` of the SMs for `duration` from the earliest time >= ready it fits; returns it.
+  std::int64_t reserve(std::int64_t ready, std::int64_t duration, double share) {
+    ready = std::max(ready, used_.begin()->first);
+    std::int64_t t = ready;
+    for (;;) {
+      std::int64_t past_conflict = -1;
+      for (auto s = std::prev(used_.upper_bound(t)); s != used_.end() && s->first < t + duration; ++s) {
+        if (s->second + share > 1.0 + 1e-9) {
+          auto next = std::next(s);
+          past_conflict = next == used_.end() ? kForever : next->first;
+        }
+      }
+      if (past_conflict < 0) break;
+      if (past_conflict == kForever) break;  // cannot happen: the last entry is 0; run it anyway
+      t = past_conflict;
+    }
+    split(t);
+    split(t + duration);
+    for (auto s = used_.find(t); s != used_.end() && s->first < t + duration; ++s) s->second += share;
+    return t;
+  }
+  //! Forgets entries that end before `floor` once the calendar is large.
+  void prune(std::int64_t floor) {
+    if (used_.size() <= kCalendarKeep) return;
+    auto keep = std::prev(used_.upper_bound(floor));  // the entry in effect at `floor` stays
+    used_.erase(used_.begin(), keep);
+  }
+
+ private:
+  void split(std::int64_t at) {
+    auto s = std::prev(used_.upper_bound(at));
+    if (s->first != at) used_.emplace_hint(std::next(s), at, s->second);
+  }
+  std::map<std::int64_t, double> used_;
+};
+
+thread_local std::int64_t tl_running_item_end = -1;
+
+}  // namespace
+
+std::int64_t& running_item_virtual_end() noexcept { return tl_running_item_end; }
+
+struct VirtualClock::DeviceTimeline {
+  explicit DeviceTimeline(std::int64_t origin) : compute(origin), end(origin) {
+    engine_free[0] = engine_free[1] = origin;
+  }
+  std::mutex mutex;
+  Calendar compute;
+  std::int64_t engine_free[2];  // inbound, outbound copy engines: when each can take its next copy
+  IntervalUnion kernels_busy, copies_busy, all_busy;
+  std::int64_t kernels = 0;
+  double peak_ns = 0;
+  std::int64_t end;  // latest end of anything placed
+};
+
+struct VirtualClock::HostClock {
+  std::uint64_t generation = 0;
+  std::int64_t now = 0;
+  std::int64_t cpu_ref = 0;
+};
+
+VirtualClock::VirtualClock(std::shared_ptr<const DeviceProfile> profile, HostTimeMode host_time, int devices,
+                           std::uint64_t launch_queue_depth)
+    : profile_(std::move(profile)),
+      host_time_(host_time),
+      depth_(launch_queue_depth),
+      origin_(now_ns()),
+      generation_(g_generation.fetch_add(1, std::memory_order_relaxed) + 1),
+      latest_(origin_) {
+  for (int i = 0; i < devices; ++i) devices_.push_back(std::make_unique<DeviceTimeline>(origin_));
+}
+
+VirtualClock::~VirtualClock() = default;
+
+VirtualClock::HostClock& VirtualClock::host() {
+  thread_local HostClock clock;
+  if (clock.generation != generation_) {
+    clock.generation = generation_;
+    clock.now = latest_.load(std::memory_order_relaxed);
+    clock.cpu_ref = thread_cpu_ns();
+  }
+  return clock;
+}
+
+void VirtualClock::reached(std::int64_t t) noexcept {
+  std::int64_t seen = latest_.load(std::memory_order_relaxed);
+  while (seen < t && !latest_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+  }
+}
+
+void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, const KernelCost* cost, bool from_device) {
+  const DeviceProfile& p = *profile_;
+  HostClock* h = nullptr;
+  std::int64_t issue = origin_;
+  if (from_device) {
+    issue = std::max(origin_, running_item_virtual_end());
+  } else {
+    h = &host();
+    const bool op = item.kind == ItemKind::kKernel || item.kind == ItemKind::kCopy;
+    if (host_time_ == HostTimeMode::kMeasured) {
+      const std::int64_t cpu = thread_cpu_ns();
+      h->now += cpu - h->cpu_ref + to_ns(p.launch_ns);
+      h->cpu_ref = cpu;
+    } else {
+      h->now += to_ns(p.launch_ns + (op ? p.host_op_ns : 0.0));
+    }
+    issue = h->now;
+  }
+  DeviceTimeline& d = *devices_[static_cast<std::size_t>(device)];
+  std::lock_guard lock(d.mutex);
+  if (stream.ends.empty()) stream.ends.assign(static_cast<std::size_t>(depth_), origin_);
+  const bool marker = item.kind == ItemKind::kEventRecord || item.kind == ItemKind::kEventWait;
+  std::int64_t& ring = stream.ends[stream.issued % depth_];
+  if (h != nullptr && !marker && stream.issued >= depth_ && ring > issue) {
+    issue = ring;  // the launch queue is full in virtual time: the host waits for room
+    h->now = issue;
+  }
+  const std::int64_t ready = std::max(stream.tail, issue);
+  std::int64_t start = ready;
+  std::int64_t end = ready;
+  switch (item.kind) {
+    case ItemKind::kKernel: {
+      const std::int64_t duration = to_ns(cost != nullptr ? kernel_time_ns(p, *cost) : p.min_kernel_ns);
+      const double share = cost != nullptr ? kernel_occupancy(p, *cost) : 1.0 / p.sm_count;
+      start = d.compute.reserve(ready, duration, share);
+      end = start + duration;
+      d.kernels_busy.add(start, end);
+      d.all_busy.add(start, end);
+      ++d.kernels;
+      if (cost != nullptr && cost->flops > 0) d.peak_ns += cost->flops / peak_flops(p, *cost) * 1e9;
+      break;
+    }
+    case ItemKind::kCopy: {
+      std::int64_t& engine = d.engine_free[item.route == CopyRoute::kHostToDevice ? 0 : 1];
+      start = std::max(ready, engine);
+      end = start + to_ns(copy_time_ns(p, item.route, item.bytes, item.pinned));
+      engine = end;
+      d.copies_busy.add(start, end);
+      d.all_busy.add(start, end);
+      const bool pageable = !item.pinned && (item.route == CopyRoute::kHostToDevice || item.route == CopyRoute::kDeviceToHost);
+      if (h != nullptr && pageable) h->now = std::max(h->now, end);  // synchronous, as on CUDA
+      break;
+    }
+    case ItemKind::kEventRecord:
+      end = start + to_ns(p.event_record_ns);
+      item.record->set_virtual(end, weak_from_this());
+      break;
+    case ItemKind::kEventWait: {
+      const std::int64_t at = item.record->virtual_ns();
+      start = end = std::max(ready, at);
+      break;
+    }
+    case ItemKind::kHostCallback:
+      break;
+  }
+  item.vstart = start;
+  item.vend = end;
+  stream.tail = end;
+  ring = end;
+  ++stream.issued;
+  d.end = std::max(d.end, end);
+  if (h != nullptr) {
+    d.compute.prune(h->now);
+    reached(h->now);
+  }
+}
+
+void VirtualClock::stamp_host_record(EventRecord& record) {
+  HostClock& h = host();
+  h.now += to_ns(profile_->launch_ns);
+  record.set_virtual(h.now, weak_from_this());
+  reached(h.now);
+}
+
+void VirtualClock::host_waited(int device, const StreamTimeline& stream) {
+  DeviceTimeline& d = *devices_[static_cast<std::size_t>(device)];
+  std::int64_t tail = 0;
+  {
+    std::lock_guard lock(d.mutex);
+    tail = stream.tail;
+  }
+  jump_to(tail);
+}
+
+void VirtualClock::host_waited_device(int device) {
+  DeviceTimeline& d = *devices_[static_cast<std::size_t>(device)];
+  std::int64_t end = 0;
+  {
+    std::lock_guard lock(d.mutex);
+    end = d.end;
+  }
+  jump_to(end);
+}
+
+void VirtualClock::host_waited_record(const EventRecord& record) { jump_to(record.virtual_ns()); }
+
+void VirtualClock::jump_to(std::int64_t t) {
+  HostClock& h = host();
+  if (t > h.now) h.now = t;
+  if (host_time_ == HostTimeMode::kMeasured) h.cpu_ref = thread_cpu_ns();  // waiting is not host work
+  reached(h.now);
+}
+
+std::int64_t VirtualClock::host_now() { return host().now - origin_; }
+
+DeviceTimeStats VirtualClock::stats(int device) {
+  DeviceTimeline& d = *devices_[static_cast<std::size_t>(device)];
+  std::lock_guard lock(d.mutex);
+  DeviceTimeStats s;
+  s.compute_busy_ns = d.kernels_busy.measure();
+  s.copy_busy_ns = d.copies_busy.measure();
+  s.busy_ns = d.all_busy.measure();
+  s.kernels = d.kernels;
+  s.peak_ns = d.peak_ns;
+  s.end_ns = d.end - origin_;
+  return s;
+}
+
+}  // namespace openreg::sim

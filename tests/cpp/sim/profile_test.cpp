@@ -1,0 +1,177 @@
+// Device profiles (OPENREG_DEVICE_PROFILE) and the cost model (Note [Cost model] in cost_model.cpp):
+// the shipped files parse with their sources, malformed files are errors naming the variable and the
+// field, and each cost formula against a hand-computed value.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "openreg/sim/config.h"
+#include "openreg/sim/cost.h"
+#include "openreg/sim/error.h"
+#include "openreg/sim/profile.h"
+
+namespace openreg::sim {
+namespace {
+
+constexpr const char* kVar = "OPENREG_DEVICE_PROFILE";
+
+std::string config_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+double peak(const DeviceProfile& p, NumberFormat f) { return p.tensor_flops[static_cast<int>(f)]; }
+
+TEST(DeviceProfile, TheShippedProfilesParseWithTheirFigures) {
+  EXPECT_EQ(shipped_profile_names(), (std::vector<std::string>{"a100-sxm", "h100-sxm", "mi300x"}));
+  auto h100 = load_device_profile("h100-sxm", kVar);
+  EXPECT_EQ(h100->name, "h100-sxm");
+  EXPECT_EQ(h100->display_name, "H100 SXM");
+  EXPECT_EQ(h100->sm_count, 132);
+  EXPECT_EQ(h100->l2_bytes, 50ull << 20);
+  EXPECT_EQ(h100->memory_bytes, 80ull << 30);
+  EXPECT_DOUBLE_EQ(peak(*h100, NumberFormat::kBf16), 989.4e12);
+  EXPECT_DOUBLE_EQ(peak(*h100, NumberFormat::kTf32), 494.7e12);
+  EXPECT_DOUBLE_EQ(peak(*h100, NumberFormat::kFp32), 0);  // no fp32 format on the tensor units
+  EXPECT_DOUBLE_EQ(h100->vector_flops[static_cast<int>(NumberFormat::kFp32)], 66.9e12);
+  EXPECT_DOUBLE_EQ(h100->memory_bandwidth, 3350e9);
+  EXPECT_DOUBLE_EQ(h100->launch_ns, 2600);
+  auto a100 = load_device_profile("a100-sxm", kVar);
+  EXPECT_EQ(a100->sm_count, 108);
+  EXPECT_DOUBLE_EQ(peak(*a100, NumberFormat::kFp8), 0);  // A100 has no fp8
+  auto mi300x = load_device_profile("mi300x", kVar);
+  EXPECT_EQ(mi300x->sm_count, 304);
+  EXPECT_EQ(mi300x->memory_bytes, 192ull << 30);
+}
+
+TEST(DeviceProfile, AnUnknownNameListsTheShippedOnes) {
+  const std::string e = config_error([] { load_device_profile("h200", kVar); });
+  EXPECT_TRUE(contains(e, "OPENREG_DEVICE_PROFILE='h200'")) << e;
+  EXPECT_TRUE(contains(e, "a100-sxm, h100-sxm, mi300x")) << e;
+  EXPECT_TRUE(contains(config_error([] { load_device_profile("/no/such/file.profile", kVar); }), "no profile file"));
+}
+
+// The H100 file with one line replaced (or removed, when `line` is empty).
+std::string h100_with(const std::string& key, const std::string& line) {
+  std::string text;
+  std::ifstream in(std::string(OPENREG_SOURCE_DIR) + "/sim/profiles/h100-sxm.profile");
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind(key + " ", 0) == 0) {
+      if (!line.empty()) text += line + "\n";
+      continue;
+    }
+    text += l + "\n";
+  }
+  return text;
+}
+
+TEST(DeviceProfile, AMalformedFileNamesTheVariableTheLineAndTheField) {
+  auto error_of = [](const std::string& text) {
+    return config_error([&] { parse_device_profile(text, "test.profile", kVar); });
+  };
+  std::string e = error_of(h100_with("sm_count", ""));
+  EXPECT_TRUE(contains(e, "OPENREG_DEVICE_PROFILE")) << e;
+  EXPECT_TRUE(contains(e, "missing field 'sm_count'")) << e;
+  e = error_of(h100_with("sm_count", "sm_count = many  # whitepaper"));
+  EXPECT_TRUE(contains(e, "field 'sm_count' = 'many' is invalid")) << e;
+  EXPECT_TRUE(contains(e, "test.profile, line ")) << e;
+  e = error_of(h100_with("sm_count", "sm_count = 132.5  # whitepaper"));
+  EXPECT_TRUE(contains(e, "a whole number")) << e;
+  e = error_of(h100_with("gemm_efficiency", "gemm_efficiency = 1.3  # too good"));
+  EXPECT_TRUE(contains(e, "field 'gemm_efficiency' = '1.3' is invalid")) << e;
+  e = error_of(h100_with("memory_gbps", "memory_gbps = 3350"));
+  EXPECT_TRUE(contains(e, "field 'memory_gbps' names no source")) << e;
+  e = error_of(h100_with("memory_gbps", "memroy_gbps = 3350  # typo"));
+  EXPECT_TRUE(contains(e, "unknown field 'memroy_gbps'")) << e;
+  e = error_of(h100_with("launch_us", "launch_us = -1  # negative"));
+  EXPECT_TRUE(contains(e, "field 'launch_us' = '-1' is invalid")) << e;
+  e = error_of(h100_with("name", "name h100  # no equals sign"));
+  EXPECT_TRUE(contains(e, "expected `key = value  # source`")) << e;
+}
+
+TEST(DeviceProfile, TheEnvironmentVariableIsReadAtRuntimeStartAndABadValueIsAConfigError) {
+  ::setenv(kVar, "h100-sxm", 1);
+  Config c = Config::from_env();
+  ASSERT_NE(c.device_profile, nullptr);
+  EXPECT_EQ(c.device_profile->name, "h100-sxm");
+  ::setenv(kVar, "tpu-v9", 1);
+  EXPECT_TRUE(contains(config_error([] { Config::from_env(); }), "OPENREG_DEVICE_PROFILE='tpu-v9' is invalid"));
+  ::unsetenv(kVar);
+  EXPECT_EQ(Config::from_env().device_profile, nullptr);
+  ::setenv("OPENREG_HOST_TIME", "measured", 1);
+  EXPECT_EQ(Config::from_env().host_time, HostTimeMode::kMeasured);
+  ::setenv("OPENREG_HOST_TIME", "sometimes", 1);
+  EXPECT_TRUE(contains(config_error([] { Config::from_env(); }), "OPENREG_HOST_TIME='sometimes' is invalid"));
+  ::unsetenv("OPENREG_HOST_TIME");
+}
+
+class CostModel : public ::testing::Test {
+ protected:
+  std::shared_ptr<const DeviceProfile> h100 = load_device_profile("h100-sxm", kVar);
+};
+
+TEST_F(CostModel, ALargeBf16GemmRunsAtTheMeasuredRateTimesItsWaveEfficiency) {
+  const double n = 8192;
+  KernelCost gemm{2 * n * n * n, 3 * n * n * 2, NumberFormat::kBf16, true, 8192, 8192};
+  // 64 x 64 = 4096 tiles of 128 x 128 on 132 SMs: 32 waves, the last one 4096 - 31 * 132 = 4 tiles.
+  const double wave_efficiency = 4096.0 / (32 * 132);
+  const double expected = 2 * n * n * n / (989.4e12 * 0.803 * wave_efficiency) * 1e9;
+  EXPECT_NEAR(kernel_time_ns(*h100, gemm), expected, 1e-6 * expected);
+  const double tflops = 2 * n * n * n / kernel_time_ns(*h100, gemm) / 1e3;
+  EXPECT_GT(tflops, 765);  // the published 769-798 TFLOP/s for 8192^3 through PyTorch
+  EXPECT_LT(tflops, 800);
+  EXPECT_DOUBLE_EQ(kernel_occupancy(*h100, gemm), 1.0);
+}
+
+TEST_F(CostModel, ASmallGemmUsesFewSmsAndIsFarFromPeak) {
+  // 256 x 256 output: 4 tiles, one wave using 4 of 132 SMs.
+  KernelCost gemm{2.0 * 256 * 256 * 4096, 2.0 * (256 * 4096 * 2 + 256 * 256), NumberFormat::kBf16, true, 256, 256};
+  const double expected = gemm.flops / (989.4e12 * 0.803 * (4.0 / 132)) * 1e9;
+  EXPECT_NEAR(kernel_time_ns(*h100, gemm), expected, 1e-6 * expected);
+  EXPECT_DOUBLE_EQ(kernel_occupancy(*h100, gemm), 4.0 / 132);
+}
+
+TEST_F(CostModel, Fp32MatmulsUseTheVectorUnitsUnlessTf32IsAllowed) {
+  KernelCost fp32{2.0 * 4096 * 4096 * 4096, 0, NumberFormat::kFp32, true, 4096, 4096};
+  KernelCost tf32 = fp32;
+  tf32.format = NumberFormat::kTf32;
+  EXPECT_DOUBLE_EQ(peak_flops(*h100, fp32), 66.9e12);
+  EXPECT_DOUBLE_EQ(peak_flops(*h100, tf32), 494.7e12);
+  EXPECT_NEAR(kernel_time_ns(*h100, fp32), fp32.flops / 66.9e12 * 1e9, 1.0);  // vector: no GEMM efficiency
+}
+
+TEST_F(CostModel, MemoryBoundKernelsMoveTheirBytesAtTheMeasuredBandwidthAndTakeAtLeastTheMinimum) {
+  KernelCost add{64.0 * 1024 * 1024, 3.0 * 256 * 1024 * 1024, NumberFormat::kFp32, false, 0, 0};
+  EXPECT_NEAR(kernel_time_ns(*h100, add), add.bytes / (3350e9 * 0.896) * 1e9, 1.0);
+  EXPECT_DOUBLE_EQ(kernel_occupancy(*h100, add), 1.0);
+  KernelCost tiny{0, 64, NumberFormat::kFp32, false, 0, 0};
+  EXPECT_DOUBLE_EQ(kernel_time_ns(*h100, tiny), 2000);  // min_kernel_us = 2.0
+  EXPECT_DOUBLE_EQ(kernel_occupancy(*h100, tiny), 1.0 / 132);
+}
+
+TEST_F(CostModel, CopiesTakeTheirLinksRateAndLatency) {
+  const std::size_t gib = std::size_t{1} << 30;
+  EXPECT_NEAR(copy_time_ns(*h100, CopyRoute::kHostToDevice, gib, true), 2000 + gib / 55.6e9 * 1e9, 1.0);
+  EXPECT_NEAR(copy_time_ns(*h100, CopyRoute::kHostToDevice, gib, false), 2000 + gib / 27.8e9 * 1e9, 1.0);
+  EXPECT_NEAR(copy_time_ns(*h100, CopyRoute::kDeviceToHost, gib, true), 2000 + gib / 55.6e9 * 1e9, 1.0);
+  EXPECT_NEAR(copy_time_ns(*h100, CopyRoute::kPeer, gib, true), 2000 + gib / 378e9 * 1e9, 1.0);
+  // Within a device a copy reads and writes: ~3.0 TB/s counting both, the published H100 figure.
+  const double d2d = copy_time_ns(*h100, CopyRoute::kDeviceToDevice, gib, true);
+  EXPECT_NEAR(d2d, 2.0 * gib / (3350e9 * 0.896) * 1e9, 1.0);
+  EXPECT_NEAR(2.0 * gib / d2d, 3000, 30);  // bytes per ns = GB/s
+}
+
+}  // namespace
+}  // namespace openreg::sim

@@ -1,0 +1,263 @@
+// Virtual time (Note [Virtual time] in virtual_clock.cpp): with a device profile, work gets the times
+// it would take on that GPU, from the program's dependencies, independent of when the CPU ran it.
+// Every check reads virtual times (trace spans, event elapsed times, the host clock); gates hold the
+// real execution back to show that it does not matter.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "openreg/sim/cost.h"
+#include "openreg/sim/device.h"
+#include "openreg/sim/event.h"
+#include "openreg/sim/profile.h"
+#include "openreg/sim/runtime.h"
+#include "openreg/sim/stream.h"
+#include "openreg/sim/trace.h"
+#include "sim_test_util.h"
+
+namespace openreg::sim {
+namespace {
+
+Config profiled(int devices, std::uint64_t depth = kDefaultLaunchQueueDepth) {
+  Config c = test::make_config(devices, 2);
+  c.device_profile = load_device_profile("h100-sxm", "test");
+  c.launch_queue_depth = depth;
+  return c;
+}
+
+// A kernel of `flops` bf16 GEMM work filling the device (fixed time, occupancy 1), or of `bytes` of
+// memory traffic only.
+KernelCost gemm(double ms, const DeviceProfile& p) {
+  // 132 tiles of 128x128: one full wave, so the rate is peak x gemm_efficiency exactly.
+  KernelCost c{ms * 1e-3 * p.tensor_flops[static_cast<int>(NumberFormat::kBf16)] * p.gemm_efficiency, 0,
+               NumberFormat::kBf16, true, 128 * 12, 128 * 11};
+  return c;
+}
+KernelCost small_kernel(double bytes) { return KernelCost{0, bytes, NumberFormat::kFp32, false, 0, 0}; }
+
+// Trace spans by item name (the first item of each name).
+struct Span {
+  std::int64_t start, end;
+};
+std::map<std::string, Span> spans(const std::vector<TraceRecord>& records) {
+  std::map<std::string, Span> by_name;
+  for (const auto& r : records) by_name.emplace(r.name, Span{r.start_ns, r.end_ns});
+  return by_name;
+}
+
+class VirtualTime : public ::testing::Test {
+ protected:
+  void SetUp() override { session = std::make_unique<TraceSession>(); }
+  std::map<std::string, Span> stop() { return spans(session->stop()); }
+  std::unique_ptr<TraceSession> session;
+};
+
+TEST_F(VirtualTime, ItemsOfAStreamFollowEachOtherAndTheHostIssuesEach) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  auto s = runtime.device(0).create_stream();
+  test::Gate gate;  // the real work waits; the virtual times are fixed at issue
+  auto begin = Event::create(true);
+  auto end = Event::create(true);
+  s->record(begin);
+  s->launch("gated", [&] { EXPECT_TRUE(gate.wait()); }, gemm(1.0, p));
+  s->launch("second", [] {}, gemm(2.0, p));
+  s->record(end);
+  gate.open();
+  s->synchronize();
+  const auto t = stop();
+  // The first kernel waits for the host to issue it (launch + the op's host work after the record's
+  // launch), the second for the first.
+  EXPECT_EQ(t.at("gated").start, t.at("event record").start + static_cast<std::int64_t>(p.launch_ns + p.host_op_ns));
+  EXPECT_EQ(t.at("gated").end - t.at("gated").start, 1'000'000);
+  EXPECT_EQ(t.at("second").start, t.at("gated").end);
+  EXPECT_EQ(t.at("second").end - t.at("second").start, 2'000'000);
+  const double expected_ms = (p.launch_ns + p.host_op_ns + 3e6) / 1e6;  // record end to record end
+  EXPECT_NEAR(begin->elapsed_ms(*end), expected_ms, 1e-6);
+}
+
+TEST_F(VirtualTime, AWaitStartsAfterTheRecordItWaitsForOnAnotherDevice) {
+  Runtime runtime(profiled(2));
+  const DeviceProfile& p = *runtime.profile();
+  auto a = runtime.device(0).create_stream();
+  auto b = runtime.device(1).create_stream();
+  auto e = Event::create();
+  a->launch("producer", [] {}, gemm(5.0, p));
+  a->record(e);
+  b->wait(e);
+  b->launch("consumer", [] {}, small_kernel(1024));
+  b->synchronize();
+  a->synchronize();
+  const auto t = stop();
+  EXPECT_EQ(t.at("consumer").start, t.at("producer").end + static_cast<std::int64_t>(p.event_record_ns));
+}
+
+TEST_F(VirtualTime, CopiesRunOnTheirEngineBesideKernels) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  Device& dev = runtime.device(0);
+  auto compute = dev.create_stream();
+  auto copies = dev.create_stream();
+  const std::size_t bytes = 64 << 20;
+  void* host = runtime.host_alloc_pinned(bytes);
+  void* device = dev.memory().allocate(bytes);
+  compute->launch("matmul", [] {}, gemm(10.0, p));
+  copies->copy(device, host, bytes, "upload");
+  copies->synchronize();
+  compute->synchronize();
+  const auto t = stop();
+  EXPECT_LT(t.at("upload").start, t.at("matmul").end);  // overlaps the kernel
+  EXPECT_EQ(t.at("upload").end - t.at("upload").start,
+            static_cast<std::int64_t>(copy_time_ns(p, CopyRoute::kHostToDevice, bytes, true) + 0.5));
+  dev.memory().free(device);
+  runtime.host_free_pinned(host);
+}
+
+TEST_F(VirtualTime, SmallKernelsOfTwoStreamsShareTheDeviceAndFullOnesTakeTurns) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  Device& dev = runtime.device(0);
+  auto s1 = dev.create_stream();
+  auto s2 = dev.create_stream();
+  // A quarter of the SMs each, 1 ms each (memory time of their bytes): side by side.
+  KernelCost quarter{1e-3 * p.vector_flops[static_cast<int>(NumberFormat::kFp32)], 0, NumberFormat::kFp32, true,
+                     128 * 33, 128};
+  s1->launch("small 1", [] {}, quarter);
+  s2->launch("small 2", [] {}, quarter);
+  s1->launch("full 1", [] {}, gemm(1.0, p));
+  s2->launch("full 2", [] {}, gemm(1.0, p));
+  s1->synchronize();
+  s2->synchronize();
+  const auto t = stop();
+  EXPECT_LT(t.at("small 2").start, t.at("small 1").end) << "small kernels of two streams ran one after the other";
+  const Span f1 = t.at("full 1");
+  const Span f2 = t.at("full 2");
+  EXPECT_TRUE(f2.start >= f1.end || f1.start >= f2.end) << "two device-filling kernels overlapped";
+}
+
+TEST_F(VirtualTime, TheHostJumpsToTheDeviceAtASynchronize) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  auto s = runtime.device(0).create_stream();
+  const std::int64_t before = runtime.virtual_now_ns();
+  s->launch("long", [] {}, gemm(7.0, p));
+  EXPECT_EQ(runtime.virtual_now_ns(), before + static_cast<std::int64_t>(p.launch_ns + p.host_op_ns));
+  s->synchronize();
+  EXPECT_EQ(runtime.virtual_now_ns(), before + static_cast<std::int64_t>(p.launch_ns + p.host_op_ns) + 7'000'000);
+  const DeviceTimeStats stats = runtime.device_time_stats(0);
+  EXPECT_EQ(stats.compute_busy_ns, 7'000'000);
+  EXPECT_EQ(stats.kernels, 1);
+  EXPECT_NEAR(stats.peak_ns, 7e6 * p.gemm_efficiency, 1.0);  // its flops at the datasheet peak
+}
+
+TEST_F(VirtualTime, ALaunchBoundLoopLeavesTheDeviceIdleBetweenKernels) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  auto s = runtime.device(0).create_stream();
+  const std::int64_t before = runtime.virtual_now_ns();
+  for (int i = 0; i < 100; ++i) s->launch("tiny", [] {}, small_kernel(256));
+  s->synchronize();
+  const std::int64_t per_op = static_cast<std::int64_t>(p.launch_ns + p.host_op_ns);
+  // Each kernel starts when it is issued: the last one at 100 ops, then runs the minimum time.
+  EXPECT_EQ(runtime.virtual_now_ns() - before, 100 * per_op + static_cast<std::int64_t>(p.min_kernel_ns));
+  const DeviceTimeStats stats = runtime.device_time_stats(0);
+  EXPECT_EQ(stats.compute_busy_ns, 100 * static_cast<std::int64_t>(p.min_kernel_ns));  // idle in between
+}
+
+TEST_F(VirtualTime, AFullLaunchQueueHoldsTheHostUntilTheDeviceHasRoom) {
+  Runtime runtime(profiled(1, /*depth=*/4));
+  const DeviceProfile& p = *runtime.profile();
+  auto s = runtime.device(0).create_stream();
+  const std::int64_t before = runtime.virtual_now_ns();
+  for (int i = 0; i < 10; ++i) s->launch("1 ms", [] {}, gemm(1.0, p));
+  // The 10th launch waits for the 6th kernel's end (4 places back): the first starts one op after
+  // `before`, and each takes 1 ms; then the host issues the 10th.
+  const std::int64_t op = static_cast<std::int64_t>(p.launch_ns + p.host_op_ns);
+  EXPECT_EQ(runtime.virtual_now_ns() - before, op + 6 * 1'000'000);
+  s->synchronize();
+  (void)stop();
+}
+
+TEST_F(VirtualTime, APageableCopyHoldsTheHostAndAPinnedOneDoesNot) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  Device& dev = runtime.device(0);
+  auto s = dev.create_stream();
+  const std::size_t bytes = 8 << 20;
+  std::vector<char> pageable(bytes);
+  void* pinned = runtime.host_alloc_pinned(bytes);
+  void* device = dev.memory().allocate(bytes);
+  std::int64_t before = runtime.virtual_now_ns();
+  s->copy(device, pinned, bytes, "pinned");
+  EXPECT_EQ(runtime.virtual_now_ns() - before, static_cast<std::int64_t>(p.launch_ns + p.host_op_ns));
+  s->synchronize();
+  before = runtime.virtual_now_ns();
+  s->copy(device, pageable.data(), bytes, "pageable");
+  EXPECT_EQ(runtime.virtual_now_ns() - before,
+            static_cast<std::int64_t>(p.launch_ns + p.host_op_ns) +
+                static_cast<std::int64_t>(copy_time_ns(p, CopyRoute::kHostToDevice, bytes, false) + 0.5));
+  s->synchronize();
+  (void)stop();
+  dev.memory().free(device);
+  runtime.host_free_pinned(pinned);
+}
+
+// The same program gives the same timeline, whatever the real execution did: here once freely, once
+// with its first kernel held back by a gate while the host issues everything, and once under
+// schedule fuzzing.
+TEST(VirtualTimeReproducible, TheSameProgramGivesTheSameTimelineToTheNanosecond) {
+  auto run = [](bool gated, bool fuzzed) {
+    Config c = profiled(2);
+    if (fuzzed) c.schedule_fuzz_seed = 42;
+    Runtime runtime(c);
+    const DeviceProfile& p = *runtime.profile();
+    auto a = runtime.device(0).create_stream();
+    auto b = runtime.device(1).create_stream();
+    auto e = Event::create();
+    test::Gate gate;
+    if (!gated) gate.open();
+    TraceSession session;
+    a->launch("first", [&] { EXPECT_TRUE(gate.wait()); }, gemm(0.5, p));
+    for (int i = 0; i < 20; ++i) {
+      a->launch("a", [] {}, small_kernel(1 << 20));
+      b->launch("b", [] {}, small_kernel(4 << 20));
+      if (i % 5 == 0) {
+        a->record(e);
+        b->wait(e);
+      }
+    }
+    gate.open();
+    a->synchronize();
+    b->synchronize();
+    std::vector<std::pair<std::int64_t, std::int64_t>> timeline;
+    std::int64_t origin = -1;
+    for (const auto& r : session.stop()) {
+      if (origin < 0) origin = r.start_ns;
+      timeline.emplace_back(r.start_ns - origin, r.end_ns - origin);
+    }
+    std::sort(timeline.begin(), timeline.end());
+    return std::make_pair(timeline, runtime.virtual_now_ns());
+  };
+  const auto free_run = run(false, false);
+  EXPECT_EQ(free_run.first.size(), 1u + 40u + 4u + 4u);
+  EXPECT_EQ(run(true, false), free_run);
+  EXPECT_EQ(run(false, true), free_run);
+}
+
+TEST(VirtualTimeOff, WithoutAProfileNothingIsVirtual) {
+  Runtime runtime(test::make_config(1, 1));
+  EXPECT_EQ(runtime.profile(), nullptr);
+  auto s = runtime.device(0).create_stream();
+  s->launch("k", [] {}, small_kernel(1 << 20));
+  s->synchronize();
+  EXPECT_EQ(runtime.virtual_now_ns(), 0);
+  EXPECT_EQ(runtime.device_time_stats(0).kernels, 0);
+}
+
+}  // namespace
+}  // namespace openreg::sim
