@@ -9,6 +9,7 @@
 // Byte copies need both sides dense with the same layout, dtype and conj/neg bits; anything else is
 // staged (host temporaries for conversions, device kernels for strided gathers/scatters).
 
+#include "backend/ops/engine/KernelCost.h"
 #include "backend/memory/HostAllocator.h"
 #include "backend/runtime/Event.h"
 #include "backend/runtime/Stream.h"
@@ -88,7 +89,9 @@ void enqueue_kernel_copy(const OpenRegStream& stream, const at::Tensor& dst, con
   at::Tensor cpu_src = aliases.convert(src);
   auto kernel = [cpu_dst = std::move(cpu_dst), cpu_src = std::move(cpu_src)]() mutable { cpu_dst.copy_(cpu_src); };
   static_assert(kTravelsInline<decltype(kernel)>, "kernel copies travel inline");
-  launch_kernel(stream, "aten::copy_", std::move(kernel));
+  const double bytes = static_cast<double>(dst.numel()) * static_cast<double>(dst.element_size()) +
+                       static_cast<double>(src.numel()) * static_cast<double>(src.element_size());
+  launch_kernel(stream, "aten::copy_", std::move(kernel), [bytes] { return bytes_kernel_cost(bytes); });
 }
 
 void wait_for(const OpenRegStream& stream) {

@@ -1,6 +1,7 @@
 // Factory kernels for openreg: empty / empty_strided allocate through the caching device allocator on
 // the requested device; fill_ is enqueued on the current stream like any kernel (launch_kernel).
 
+#include "backend/ops/engine/KernelCost.h"
 #include "backend/memory/DeviceAllocator.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
@@ -72,7 +73,9 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   // `self` nor its memory (Note [Work items hold CPU aliases, not tensors] in engine/AsyncPath.cpp).
   auto kernel = [alias = cpu_alias_of(self), value = c10::Scalar(value)] { alias.fill_(value); };
   static_assert(kTravelsInline<decltype(kernel)>, "fill_ travels inline");
-  launch_kernel(c10::openreg::current_openreg_stream(self.device().index()), "aten::fill_.Scalar", std::move(kernel));
+  const double bytes = static_cast<double>(self.numel()) * static_cast<double>(self.element_size());
+  launch_kernel(c10::openreg::current_openreg_stream(self.device().index()), "aten::fill_.Scalar", std::move(kernel),
+                [bytes] { return bytes_kernel_cost(bytes); });
   return self;
 }
 

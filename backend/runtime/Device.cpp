@@ -8,6 +8,7 @@
 
 #include <openreg/sim/config.h>
 #include <openreg/sim/device.h>
+#include <openreg/sim/profile.h>
 #include <openreg/sim/runtime.h>
 
 #include <algorithm>
@@ -137,6 +138,12 @@ std::uint64_t device_busy_time_ns(c10::DeviceIndex index) {
 DeviceProperties device_properties(c10::DeviceIndex index) {
   check_device_index(index);
   const sim::Config& config = detail::started_runtime().config();
+  if (const sim::DeviceProfile* profile = config.device_profile.get()) {
+    // A model of that GPU (Note [Virtual time]): its SM count, never a name that reads as CUDA's. The
+    // capacity stays what this machine backs while kernels really run.
+    return DeviceProperties{"openreg (model of " + profile->display_name + ")", config.memory_capacity,
+                            profile->sm_count, config.copy_bandwidth};
+  }
   return DeviceProperties{"openreg", config.memory_capacity, config.compute_threads, config.copy_bandwidth};
 }
 

@@ -4,7 +4,10 @@
 2. trains a model data-parallel over openreg:0 and openreg:1 in one process, next to the same training
    on one device and on the CPU, and prints the loss per epoch and the time per step of each;
 3. runs the stream-overlap benchmark and prints its table;
-4. writes device timelines (Chrome trace JSON for Perfetto, and PNG) and says where they are.
+4. writes device timelines (Chrome trace JSON for Perfetto, and PNG) and says where they are;
+5. runs the same training on a modelled H100 (virtual time, OPENREG_DEVICE_PROFILE=h100-sxm, in a child
+   process: the profile is read when the runtime starts) and prints its step times and timeline beside
+   the host-time ones.
 """
 
 from __future__ import annotations
@@ -109,12 +112,60 @@ def step_timelines(training_trace: str):
           f"{os.path.join(OUT, 'overlap_timeline.png')}")
 
 
+def step_virtual():
+    print("== 5. the same training on a modelled H100 (virtual time: OPENREG_DEVICE_PROFILE=h100-sxm)")
+    env = dict(os.environ, OPENREG_DEVICE_PROFILE="h100-sxm")
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--virtual-step"], env=env, check=True)
+
+
+def virtual_step():
+    """In a child with a device profile: the demo's training steps timed on the modelled GPU's clock."""
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+    sys.path.insert(0, HERE)
+    from tests.support import workloads
+    from timeline_png import render
+
+    x, y = workloads.make_data(seed=0, samples=BATCH * 3, features=FEATURES)
+    model = workloads.make_model(seed=0, features=FEATURES, hidden=HIDDEN)
+
+    def step_time(train) -> float:
+        # One step and three steps, set-up included in both: their difference is two steps.
+        times = []
+        for steps in (1, 3):
+            with torch.openreg.timing.region() as r:
+                train(x[: steps * BATCH], y[: steps * BATCH])
+            times.append(r.wall)
+        return (times[1] - times[0]) / 2
+
+    one_s = step_time(lambda xs, ys: workloads.train_single(model, xs, ys, "openreg:0", epochs=1, batch=BATCH))
+    devices = ["openreg:0", "openreg:1"]
+    dp_s = step_time(lambda xs, ys: workloads.train_data_parallel(model, xs, ys, devices, epochs=1, batch=BATCH))
+    print(f"time per step on the modelled {torch.openreg.get_device_name(0)}: openreg:0 {one_s * 1e6:.1f} us, "
+          f"data parallel over openreg:0+1 {dp_s * 1e6:.1f} us ({one_s / dp_s:.2f}x one device); "
+          "the same on every run")
+    with torch.openreg.timing.region() as r:
+        workloads.train_data_parallel(model, x[:BATCH], y[:BATCH], devices, epochs=1, batch=BATCH)
+    print(f"one data-parallel step, set-up included: {r}")
+    trace_path = os.path.join(OUT, "demo_training_timeline_h100.json")
+    with torch.openreg.trace(trace_path):
+        workloads.train_data_parallel(model, x[:BATCH], y[:BATCH], devices, epochs=1, batch=BATCH)
+    png = render(trace_path, trace_path.replace(".json", ".png"),
+                 title="one data-parallel step on two modelled H100s (virtual time)")
+    print(f"its timeline: {trace_path} and {png}\n")
+
+
 def main() -> int:
+    if "--virtual-step" in sys.argv:
+        virtual_step()
+        return 0
     t0 = time.perf_counter()
     step_autoload()
     trace = step_training()
     step_overlap()
     step_timelines(trace)
+    step_virtual()
     print(f"\ndemo finished in {time.perf_counter() - t0:.1f} s")
     return 0
 

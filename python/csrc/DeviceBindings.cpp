@@ -6,6 +6,8 @@
 
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
+#include "backend/ops/engine/KernelCost.h"
+#include "backend/runtime/VirtualTime.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
@@ -44,5 +46,44 @@ void bind_device(py::module_& m) {
   // Nanoseconds the device has spent running work since it started (utilization() samples it).
   m.def("_device_busy_time_ns", torch::wrap_pybind_function([](std::int64_t device) {
           return ore::device_busy_time_ns(ore::checked_device_index(device));
+        }));
+
+  // --- virtual time (torch.openreg.timing; Note [Virtual time] in sim/src/virtual_clock.cpp) ---
+  // The device profile as a dict, or None when times are this host's.
+  m.def("_device_profile", torch::wrap_pybind_function([]() -> py::object {
+          const auto p = ore::device_profile();
+          if (!p) return py::none();
+          py::dict out;
+          out["name"] = p->name;
+          out["display_name"] = p->display_name;
+          out["sm_count"] = p->sm_count;
+          out["l2_bytes"] = p->l2_bytes;
+          out["memory_bytes"] = p->memory_bytes;
+          out["bf16_tensor_flops"] = p->bf16_tensor_flops;
+          out["memory_bandwidth"] = p->memory_bandwidth;
+          return out;
+        }));
+  // The modelled device time of `name.overload` on `args` (tensors, meta ones will do) writing
+  // `outputs`, or None without a profile: the cost model alone, for calibration.
+  m.def("_modelled_op_ns", torch::wrap_pybind_function([](const std::string& name, const std::string& overload,
+                                                          const std::vector<at::Tensor>& args,
+                                                          const std::vector<at::Tensor>& outputs) -> py::object {
+          const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+          const std::vector<c10::IValue> values(args.begin(), args.end());
+          const auto ns = at::openreg::modelled_op_ns(op, values, outputs);
+          if (!ns) return py::none();
+          return py::float_(*ns);
+        }));
+  m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));
+  m.def("_virtual_device_time", torch::wrap_pybind_function([](std::int64_t device) {
+          const ore::VirtualDeviceTime t = ore::virtual_device_time(ore::checked_device_index(device));
+          py::dict out;
+          out["compute_busy_ns"] = t.compute_busy_ns;
+          out["copy_busy_ns"] = t.copy_busy_ns;
+          out["busy_ns"] = t.busy_ns;
+          out["kernels"] = t.kernels;
+          out["peak_ns"] = t.peak_ns;
+          out["end_ns"] = t.end_ns;
+          return out;
         }));
 }

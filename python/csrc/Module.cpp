@@ -3,6 +3,7 @@
 // Python exceptions torch uses (torch.AcceleratorError, IndexError, ValueError, torch.OutOfMemoryError,
 // RuntimeError); the _no_gil variants release the GIL while they wait on devices.
 
+#include "backend/runtime/VirtualTime.h"
 #include "backend/runtime/Exit.h"
 #include "backend/memory/DeviceAllocator.h"
 #include "backend/runtime/Fork.h"
@@ -76,6 +77,8 @@ PYBIND11_MODULE(_C, m) {
           out["total_memory"] = p.total_memory;
           out["multi_processor_count"] = p.multi_processor_count;
           out["copy_bandwidth"] = p.copy_bandwidth;
+          const auto profile = ore::device_profile();  // a model of a GPU: its L2 (Note [Virtual time])
+          out["l2_cache_size"] = profile ? profile->l2_bytes : 0;
           return out;
         }));
 

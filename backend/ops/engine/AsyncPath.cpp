@@ -2,6 +2,7 @@
 // work item on the current stream of the op's device.
 
 #include "backend/runtime/Stream.h"
+#include "backend/ops/engine/KernelCost.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/ExecutionPaths.h"
 #include "backend/ops/engine/Launch.h"
@@ -368,7 +369,8 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
   if (plan.writes || !returns.fresh.empty()) {
     OpWorkItem item = make_work_item(plan, args, seen, returns.fresh, take_seed(plan, args, device));
     static_assert(kTravelsInline<OpWorkItem>, "the work item should travel inline");
-    launch_kernel(c10::openreg::current_openreg_stream(device), plan.name, std::move(item));
+    launch_kernel(c10::openreg::current_openreg_stream(device), plan.name, std::move(item),
+                  [&] { return op_kernel_cost(op, args, returns.fresh); });
   }
 
   // The returns replace the arguments on the stack.

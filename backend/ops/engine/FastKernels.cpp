@@ -19,6 +19,8 @@
 #include "backend/memory/DeviceAllocator.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
+#include "backend/ops/engine/KernelCost.h"
+#include <ATen/Context.h>
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/ops/engine/OpEngine.h"
@@ -254,9 +256,30 @@ const char* in_place_name(FastOp op) {
   return (*names)[static_cast<std::size_t>(op)].c_str();
 }
 
+// What a fast kernel costs on the device profile (ops/engine/KernelCost.h): the bytes it reads and
+// writes, and a matmul's FLOPs.
+::openreg::sim::KernelCost fast_cost(const ElementwiseKernel& k) {
+  const double tensor = static_cast<double>(k.numel) * static_cast<double>(c10::elementSize(k.dtype));
+  const bool two_inputs = k.other != nullptr;  // else relu, or a Python number
+  return bytes_kernel_cost(tensor * (two_inputs ? 3 : 2));
+}
+::openreg::sim::KernelCost fast_cost(const MatmulKernel& k) {
+  const double n = k.n, kk = k.k, m = k.m;
+  const double bias = k.bias == nullptr ? 0 : (k.bias_is_row ? m : n * m);
+  ::openreg::sim::KernelCost cost;
+  cost.flops = 2 * n * kk * m;
+  cost.bytes = (n * kk + kk * m + n * m + bias) * static_cast<double>(c10::elementSize(k.dtype));
+  cost.format = number_format(k.dtype, at::globalContext().allowTF32CuBLAS());
+  cost.matrix = true;
+  cost.rows = k.n;
+  cost.cols = k.m;
+  return cost;
+}
+
 template <typename Kernel>
 void launch(FastOp op, const at::Tensor& on, Kernel kernel) {
-  launch_kernel(c10::openreg::current_openreg_stream(on.device().index()), item_name(op), std::move(kernel));
+  auto cost = [&kernel] { return fast_cost(kernel); };
+  launch_kernel(c10::openreg::current_openreg_stream(on.device().index()), item_name(op), std::move(kernel), cost);
 }
 
 // ---------------------------------------------------------------------------------------------------

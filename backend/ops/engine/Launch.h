@@ -26,7 +26,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <openreg/sim/cost.h>
 #include <openreg/sim/device.h>
+#include <openreg/sim/runtime.h>
 #include <openreg/sim/stream.h>
 #include <openreg/sim/task.h>
 
@@ -64,14 +66,25 @@ inline constexpr bool kTravelsInline = sizeof(LaunchedKernel<Kernel>) <= ::openr
                                        std::is_nothrow_move_constructible_v<LaunchedKernel<Kernel>>;
 
 //! Enqueues `kernel` (a movable `void()` callable) on `stream` under the name `name` (a literal
-//! or an interned name: it must outlive the item).
-template <typename Kernel>
-void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, Kernel&& kernel) {
+//! or an interned name: it must outlive the item). `cost` (a callable returning sim::KernelCost,
+//! ops/engine/KernelCost.h) is what the kernel costs on the device profile: it is called only when one
+//! is set (virtual time, Note [Virtual time] in sim/src/virtual_clock.cpp); without `cost` a kernel
+//! takes the profile's minimum time.
+template <typename Kernel, typename CostFn = std::nullptr_t>
+void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, Kernel&& kernel,
+                   CostFn&& cost = nullptr) {
   using K = std::decay_t<Kernel>;  // inline only when nothrow-movable, else boxed (sim::Task)
   auto& sim = stream.sim();
   const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
   c10::openreg::translate_sim_errors([&] {
-    sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()});
+    LaunchedKernel<K> launched{std::forward<Kernel>(kernel), threads, stream.device_index()};
+    if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
+      if (sim.device().runtime().profile() != nullptr) {
+        sim.launch(name, std::move(launched), cost());
+        return;
+      }
+    }
+    sim.launch(name, std::move(launched));
   });
 }
 

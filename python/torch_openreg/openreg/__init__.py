@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import memory, random, sanitizer, streams
+from . import memory, random, sanitizer, streams, timing
 from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     _exchange_device,
     _maybe_exchange_device,
@@ -134,6 +134,7 @@ __all__ = [
     "is_tf32_supported",
     "priority_range",
     "utilization",
+    "timing",
     "OutOfMemoryError",
     "Stream",
     "StreamContext",

@@ -35,10 +35,17 @@ def utilization(device: Device = None) -> int:
     device; the first call: since the runtime started) during which the device ran work."""
     _lazy_init()
     idx = _get_device_index(device, optional=True)
-    busy = int(_C._device_busy_time_ns(idx))
-    now = time.monotonic_ns()
+    if _C._device_profile() is not None:
+        # Virtual time (torch.openreg.timing): the modelled GPU's busy time over the host's virtual clock.
+        busy = int(_C._virtual_device_time(idx)["busy_ns"])
+        now = int(_C._virtual_now_ns())
+        start = 0
+    else:
+        busy = int(_C._device_busy_time_ns(idx))
+        now = time.monotonic_ns()
+        start = _runtime_start_ns[0]
     with _lock:
-        then, busy_then = _previous.get(idx, (_runtime_start_ns[0], 0))
+        then, busy_then = _previous.get(idx, (start, 0))
         _previous[idx] = (now, busy)
     period = now - then
     if period <= 0:

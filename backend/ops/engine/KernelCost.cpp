@@ -1,0 +1,184 @@
+#include "backend/ops/engine/KernelCost.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+
+#include <openreg/sim/profile.h>
+#include <openreg/sim/runtime.h>
+
+#include <string_view>
+
+namespace at::openreg {
+namespace sim = ::openreg::sim;
+
+namespace {
+
+double tensor_bytes(const at::Tensor& t) {
+  return t.defined() ? static_cast<double>(t.numel()) * static_cast<double>(t.element_size()) : 0.0;
+}
+
+// Bytes of every tensor in `v` (a tensor, a list of tensors, or something else: 0).
+double value_bytes(const c10::IValue& v) {
+  if (v.isTensor()) return tensor_bytes(v.toTensor());
+  double sum = 0;
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec()) sum += tensor_bytes(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) sum += tensor_bytes(e.toTensor());
+    }
+  }
+  return sum;
+}
+
+const at::Tensor* tensor_arg(c10::ArrayRef<c10::IValue> args, std::size_t i) {
+  return i < args.size() && args[i].isTensor() && args[i].toTensor().defined() ? &args[i].toTensor() : nullptr;
+}
+
+// A matmul of a (.., m, k) by (.., k, n), batch folded into m.
+void gemm(sim::KernelCost& cost, double batch, std::int64_t m, std::int64_t k, std::int64_t n) {
+  cost.flops = 2.0 * batch * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
+  cost.rows = static_cast<std::int64_t>(batch) * m;
+  cost.cols = n;
+  cost.matrix = true;
+}
+
+// The matrix work of ops that do any, as torch.utils.flop_counter counts it; false for other ops.
+bool matrix_work(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<at::Tensor> fresh,
+                 sim::KernelCost& cost) {
+  auto at = [&](std::size_t i) { return tensor_arg(args, i); };
+  if (name == "aten::mm" || name == "aten::addmm" || name == "aten::_addmm_activation") {
+    const std::size_t a = name == "aten::mm" ? 0 : 1;
+    const at::Tensor* x = at(a);
+    const at::Tensor* y = at(a + 1);
+    if (x == nullptr || y == nullptr || x->dim() != 2 || y->dim() != 2) return false;
+    gemm(cost, 1, x->size(0), x->size(1), y->size(1));
+    return true;
+  }
+  if (name == "aten::bmm" || name == "aten::baddbmm") {
+    const std::size_t a = name == "aten::bmm" ? 0 : 1;
+    const at::Tensor* x = at(a);
+    const at::Tensor* y = at(a + 1);
+    if (x == nullptr || y == nullptr || x->dim() != 3 || y->dim() != 3) return false;
+    gemm(cost, static_cast<double>(x->size(0)), x->size(1), x->size(2), y->size(2));
+    return true;
+  }
+  if (name == "aten::convolution" || name == "aten::_convolution" || name == "aten::convolution_overrideable" ||
+      name == "aten::convolution_backward" || name == "aten::convolution_backward_overrideable") {
+    const bool backward = name.find("backward") != std::string_view::npos;
+    // forward: (input, weight, ...); backward: (grad_output, input, weight, ...).
+    const at::Tensor* weight = at(backward ? 2 : 1);
+    const at::Tensor* out = backward ? at(0) : (fresh.empty() ? nullptr : &fresh[0]);
+    if (weight == nullptr || out == nullptr || !out->defined() || weight->dim() < 3) return false;
+    // 2 x output elements x (input channels per group x kernel elements), per pass.
+    double per_output = 1;
+    for (std::int64_t d = 1; d < weight->dim(); ++d) per_output *= static_cast<double>(weight->size(d));
+    int passes = 1;
+    if (backward) {
+      passes = 0;
+      for (const at::Tensor& t : fresh) passes += t.defined() && t.dim() == weight->dim() ? 1 : 0;  // grad input, grad weight
+      passes = std::max(passes, 1);
+    }
+    cost.flops = 2.0 * static_cast<double>(out->numel()) * per_output * passes;
+    // As a GEMM: output pixels (batch x spatial) by output channels.
+    cost.cols = out->size(1);
+    cost.rows = out->size(1) > 0 ? out->numel() / out->size(1) : 0;
+    cost.matrix = true;
+    return true;
+  }
+  if (name.rfind("aten::_scaled_dot_product_", 0) == 0 || name.rfind("aten::_flash_attention", 0) == 0 ||
+      name.rfind("aten::_efficient_attention", 0) == 0) {
+    const at::Tensor* q = at(0);
+    const at::Tensor* k = at(1);
+    const at::Tensor* v = at(2);
+    if (q == nullptr || k == nullptr || v == nullptr || q->dim() < 3 || k->dim() < 3 || v->dim() < 3) return false;
+    const bool backward = name.find("backward") != std::string_view::npos;
+    // q (.., L, E), k (.., S, E), v (.., S, Ev): q k^T and p v, each 2 L S E per batch-head; backward
+    // does twice the forward's matmuls.
+    double batch = 1;
+    for (std::int64_t d = 0; d < q->dim() - 2; ++d) batch *= static_cast<double>(q->size(d));
+    const double l = static_cast<double>(q->size(-2));
+    const double s = static_cast<double>(k->size(-2));
+    const double e = static_cast<double>(q->size(-1));
+    const double ev = static_cast<double>(v->size(-1));
+    cost.flops = 2.0 * batch * l * s * (e + ev) * (backward ? 2.0 : 1.0);
+    cost.rows = static_cast<std::int64_t>(batch * l);
+    cost.cols = v->size(-1);
+    cost.matrix = true;
+    return true;
+  }
+  return false;
+}
+
+// The dtype of the op's first floating tensor argument (the math's), or of its first tensor.
+at::ScalarType math_dtype(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<at::Tensor> fresh) {
+  std::optional<at::ScalarType> first;
+  for (const c10::IValue& v : args) {
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::ScalarType t = v.toTensor().scalar_type();
+    if (at::isFloatingType(t)) return t;
+    if (!first) first = t;
+  }
+  for (const at::Tensor& t : fresh) {
+    if (t.defined()) return first.value_or(t.scalar_type());
+  }
+  return first.value_or(at::kFloat);
+}
+
+}  // namespace
+
+sim::NumberFormat number_format(at::ScalarType dtype, bool tf32_allowed) {
+  switch (dtype) {
+    case at::kDouble: return sim::NumberFormat::kFp64;
+    case at::kFloat: return tf32_allowed ? sim::NumberFormat::kTf32 : sim::NumberFormat::kFp32;
+    case at::kBFloat16: return sim::NumberFormat::kBf16;
+    case at::kHalf: return sim::NumberFormat::kFp16;
+    case at::kFloat8_e4m3fn:
+    case at::kFloat8_e5m2:
+    case at::kFloat8_e4m3fnuz:
+    case at::kFloat8_e5m2fnuz: return sim::NumberFormat::kFp8;
+    case at::kChar:
+    case at::kByte: return sim::NumberFormat::kInt8;
+    default: return sim::NumberFormat::kFp32;
+  }
+}
+
+sim::KernelCost op_kernel_cost(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                               c10::ArrayRef<at::Tensor> fresh) {
+  sim::KernelCost cost;
+  const auto& schema = op.schema();
+  double bytes = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const double b = value_bytes(args[i]);
+    bytes += b;
+    const auto* alias = i < schema.arguments().size() ? schema.arguments()[i].alias_info() : nullptr;
+    if (alias != nullptr && alias->isWrite()) bytes += b;  // read and written (in-place, out=)
+  }
+  for (const at::Tensor& t : fresh) bytes += tensor_bytes(t);
+  cost.bytes = bytes;
+  const std::string& name = schema.name();
+  const at::ScalarType dtype = math_dtype(args, fresh);
+  if (matrix_work(name, args, fresh, cost)) {
+    const bool conv = name.find("convolution") != std::string::npos;
+    const bool tf32 = conv ? at::globalContext().allowTF32CuDNN() : at::globalContext().allowTF32CuBLAS();
+    cost.format = number_format(dtype, tf32);
+  } else {
+    cost.format = number_format(dtype, false);
+  }
+  return cost;
+}
+
+std::optional<double> modelled_op_ns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                     c10::ArrayRef<at::Tensor> fresh) {
+  const sim::DeviceProfile* profile = sim::Runtime::global().profile();
+  if (profile == nullptr) return std::nullopt;
+  return sim::kernel_time_ns(*profile, op_kernel_cost(op, args, fresh));
+}
+
+sim::KernelCost bytes_kernel_cost(double bytes) {
+  sim::KernelCost cost;
+  cost.bytes = bytes;
+  return cost;
+}
+
+}  // namespace at::openreg

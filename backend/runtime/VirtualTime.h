@@ -1,0 +1,46 @@
+#pragma once
+// Virtual time for the layers above the runtime (Note [Virtual time] in sim/src/virtual_clock.cpp):
+// the device profile (OPENREG_DEVICE_PROFILE), the calling thread's virtual clock and each device's
+// virtual busy time. torch.openreg.timing and utilization() read them.
+//
+// Thread-safety: every function may be called from any thread.
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "backend/Export.h"
+
+namespace c10::openreg {
+
+//! What the layers above need of the device profile.
+struct ProfileSummary {
+  std::string name;          //!< "h100-sxm"
+  std::string display_name;  //!< "H100 SXM"
+  int sm_count = 0;
+  std::uint64_t l2_bytes = 0;
+  std::uint64_t memory_bytes = 0;
+  double bf16_tensor_flops = 0;  //!< dense peak, FLOP/s
+  double memory_bandwidth = 0;   //!< bytes/s
+};
+
+//! The profile, or nullopt when times are this host's (starts the runtime).
+OPENREG_BACKEND_API std::optional<ProfileSummary> device_profile();
+
+//! The calling thread's virtual time, ns since the runtime started (0 without a profile).
+OPENREG_BACKEND_API std::int64_t virtual_now_ns();
+
+//! A device's virtual time so far (Note [Virtual time]); all zero without a profile.
+struct VirtualDeviceTime {
+  std::int64_t compute_busy_ns = 0;
+  std::int64_t copy_busy_ns = 0;
+  std::int64_t busy_ns = 0;
+  std::int64_t kernels = 0;
+  double peak_ns = 0;  //!< the kernels' FLOPs at the profile's peak for their formats
+  std::int64_t end_ns = 0;
+};
+OPENREG_BACKEND_API VirtualDeviceTime virtual_device_time(c10::DeviceIndex index);
+
+}  // namespace c10::openreg

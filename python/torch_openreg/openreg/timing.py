@@ -1,0 +1,144 @@
+"""``torch.openreg.timing``: the modelled GPU's clock (virtual time).
+
+With ``OPENREG_DEVICE_PROFILE`` set (``h100-sxm``, ``a100-sxm``, ``mi300x`` or a profile file's path),
+every device is a model of that GPU and every time openreg reports is the time the work would take on
+it: each kernel, copy and event gets a virtual start and end from the program's own dependencies
+(Note [Virtual time] in sim/src/virtual_clock.cpp), so a step's time is the same on every run, on a
+loaded or idle machine. Without a profile, :func:`enabled` is False and the functions below report
+nothing virtual.
+
+    with torch.openreg.timing.region() as r:
+        loss = model(x).sum(); loss.backward(); opt.step()
+    print(r)  # wall time, compute / copy / idle breakdown, MFU
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch_openreg import _C
+
+from ._device import device_count, synchronize
+from ._device_index import Device, _get_device_index
+from ._initialization import _lazy_init
+
+__all__ = ["DeviceTime", "Region", "enabled", "now", "profile", "region"]
+
+
+def profile() -> dict[str, Any] | None:
+    """The device profile (``name``, ``display_name``, ``sm_count``, ``l2_bytes``, ``memory_bytes``,
+    ``bf16_tensor_flops``, ``memory_bandwidth``), or None when times are this host's."""
+    _lazy_init()
+    result: dict[str, Any] | None = _C._device_profile()
+    return result
+
+
+def enabled() -> bool:
+    """Whether a device profile is set: every time openreg reports is virtual."""
+    return profile() is not None
+
+
+def now() -> float:
+    """The calling thread's virtual time, in seconds since the runtime started (0.0 without a profile).
+
+    It advances by the profile's launch and host cost for each op the thread issues, and jumps forward
+    to the device's time whenever the thread waits for the device (a synchronize, ``.item()``, ...)."""
+    _lazy_init()
+    return int(_C._virtual_now_ns()) / 1e9
+
+
+@dataclass(frozen=True)
+class DeviceTime:
+    """One device's share of a region, in seconds of the modelled GPU."""
+
+    device: int
+    #: Time during which at least one kernel ran.
+    compute: float
+    #: Time during which at least one copy ran.
+    copy: float
+    #: Time during which anything ran.
+    busy: float
+    #: The region's wall time minus ``busy``: the device waited for the host (or for another device).
+    idle: float
+    #: Kernels issued.
+    kernels: int
+    #: Model FLOPs utilization: the kernels' FLOPs at the profile's peak for their number formats,
+    #: over the region's wall time.
+    mfu: float
+
+
+@dataclass
+class Region:
+    """What :func:`region` measured; filled in when the ``with`` block exits."""
+
+    #: Virtual wall time of the region (the host's clock), in seconds.
+    wall: float = 0.0
+    devices: list[DeviceTime] = field(default_factory=list)
+
+    @property
+    def mfu(self) -> float:
+        """MFU over the region's devices (their mean)."""
+        return sum(d.mfu for d in self.devices) / len(self.devices) if self.devices else 0.0
+
+    def __str__(self) -> str:
+        lines = [f"virtual wall time {self.wall * 1e3:.3f} ms"]
+        for d in self.devices:
+            lines.append(
+                f"  openreg:{d.device}: compute {d.compute * 1e3:.3f} ms, copies {d.copy * 1e3:.3f} ms, "
+                f"idle {d.idle * 1e3:.3f} ms, {d.kernels} kernels, MFU {d.mfu * 100:.1f}%"
+            )
+        return "\n".join(lines)
+
+
+class region:  # noqa: N801  (a context manager used like a function, as torch.profiler.record_function)
+    """Measures a region in virtual time: its wall time on the host's clock and each device's busy,
+    idle and MFU figures. ``device``: one device (index or ``torch.device``), or None for all.
+    ``synchronize`` (default True): wait for the devices at the end, so the wall time includes the
+    work the region issued. Raises RuntimeError without a device profile."""
+
+    def __init__(self, device: Device = None, synchronize: bool = True) -> None:
+        self._devices = [_get_device_index(device)] if device is not None else None
+        self._synchronize = synchronize
+        self.result = Region()
+        self._start_ns = 0
+        self._start: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> Region:
+        if not enabled():
+            raise RuntimeError(
+                "torch.openreg.timing.region needs a device profile: set OPENREG_DEVICE_PROFILE "
+                "(h100-sxm, a100-sxm, mi300x or a profile file's path) before the first use of openreg"
+            )
+        if self._devices is None:
+            self._devices = list(range(device_count()))
+        self._start = {d: _C._virtual_device_time(d) for d in self._devices}
+        self._start_ns = int(_C._virtual_now_ns())
+        return self.result
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._devices is not None
+        if self._synchronize and exc[0] is None:
+            for d in self._devices:
+                synchronize(d)
+        wall_ns = int(_C._virtual_now_ns()) - self._start_ns
+        self.result.wall = wall_ns / 1e9
+        for d in self._devices:
+            end = _C._virtual_device_time(d)
+            start = self._start[d]
+
+            def delta(key: str, end: dict[str, Any] = end, start: dict[str, Any] = start) -> float:
+                return float(end[key] - start[key])
+
+            busy = delta("busy_ns")
+            self.result.devices.append(
+                DeviceTime(
+                    device=d,
+                    compute=delta("compute_busy_ns") / 1e9,
+                    copy=delta("copy_busy_ns") / 1e9,
+                    busy=busy / 1e9,
+                    idle=max(0.0, wall_ns - busy) / 1e9,
+                    kernels=int(delta("kernels")),
+                    mfu=delta("peak_ns") / wall_ns if wall_ns > 0 else 0.0,
+                )
+            )

@@ -1,0 +1,222 @@
+"""Virtual time (issue 26): with OPENREG_DEVICE_PROFILE every time openreg reports is the modelled GPU's.
+
+Each check runs in a subprocess with the profile set (the runtime reads it when it starts). Expected
+values are computed by hand from the profile file's figures (sim/profiles/h100-sxm.profile) and the
+cost model's formulas (Note [Cost model] in sim/src/cost_model.cpp).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+H100 = {"OPENREG_DEVICE_PROFILE": "h100-sxm"}
+# sim/profiles/h100-sxm.profile
+PEAK_BF16 = 989.4e12
+GEMM_EFFICIENCY = 0.803
+HOST_PER_OP_NS = 2600 + 4000  # launch_us + host_op_us
+SMS = 132
+# Virtual times are whole nanoseconds: each duration is rounded once.
+NS_MS = 2e-6  # in milliseconds
+NS_S = 2e-9  # in seconds
+
+
+def run_json(run_python, check_ok, code: str, env: dict[str, str | None] | None = None):
+    proc = run_python(code, env=H100 | (env or {}))
+    check_ok(proc)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_bf16_matmul_takes_the_modelled_h100_time(run_python, check_ok):
+    # A small output (2 x 2 tiles) with a long K: far from peak, and cheap for this CPU's bf16 (~1 GFLOP/s).
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        a = torch.randn(256, 8192, device="openreg", dtype=torch.bfloat16)
+        b = torch.randn(8192, 256, device="openreg", dtype=torch.bfloat16)
+        torch.openreg.synchronize()
+        start, end = torch.openreg.Event(enable_timing=True), torch.openreg.Event(enable_timing=True)
+        start.record(); c = a @ b; end.record(); end.synchronize()
+        print(json.dumps({"ms": start.elapsed_time(end)}))
+        """,
+    )
+    # 2 x 2 tiles of 128 on 132 SMs: one wave using 4 SMs.
+    wave_efficiency = 4 / SMS
+    matmul_ns = 2 * 256 * 256 * 8192 / (PEAK_BF16 * GEMM_EFFICIENCY * wave_efficiency) * 1e9
+    # The matmul starts when the host has issued it, one op after the first record.
+    assert out["ms"] == pytest.approx((HOST_PER_OP_NS + matmul_ns) / 1e6, abs=NS_MS)
+
+
+def test_fp32_matmuls_use_tf32_units_only_when_allowed(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        a = torch.randn(2048, 2048, device="openreg"); b = torch.randn(2048, 2048, device="openreg")
+        def timed():
+            torch.openreg.synchronize()  # the host catches up: the matmul waits for its issue, not the device
+            start, end = torch.openreg.Event(enable_timing=True), torch.openreg.Event(enable_timing=True)
+            start.record(); a @ b; end.record(); end.synchronize()
+            return start.elapsed_time(end)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        fp32 = timed()
+        torch.backends.cuda.matmul.allow_tf32 = True
+        tf32 = timed()
+        print(json.dumps({"fp32": fp32, "tf32": tf32}))
+        """,
+    )
+    flops = 2 * 2048**3
+    fp32_ns = flops / 66.9e12 * 1e9  # vector units, no GEMM efficiency
+    tf32_ns = flops / (494.7e12 * GEMM_EFFICIENCY * (256 / (2 * SMS))) * 1e9
+    assert out["fp32"] == pytest.approx((HOST_PER_OP_NS + fp32_ns) / 1e6, abs=NS_MS)
+    assert out["tf32"] == pytest.approx((HOST_PER_OP_NS + tf32_ns) / 1e6, abs=NS_MS)
+
+
+def test_device_properties_describe_the_model_without_claiming_cuda(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        p = torch.openreg.get_device_properties(0)
+        print(json.dumps({"name": p.name, "sms": p.multi_processor_count, "l2": p.L2_cache_size,
+                          "cuda": torch.cuda.is_available(), "profile": torch.openreg.timing.profile()["name"]}))
+        """,
+    )
+    expected = {"name": "openreg (model of H100 SXM)", "sms": 132, "l2": 50 << 20, "cuda": False, "profile": "h100-sxm"}
+    assert out == expected
+
+
+STEP = """
+import json, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).to("openreg")
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(256, 512).to("openreg")
+side = torch.openreg.Stream()
+times = []
+for step in range(3):
+    with torch.openreg.timing.region() as r:
+        with torch.openreg.stream(side):
+            extra = torch.randn(1024, 1024, device="openreg") @ torch.randn(1024, 1024, device="openreg")
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step(); opt.zero_grad()
+        loss.item()
+    times.append([r.wall, r.devices[0].compute, r.devices[0].kernels])
+print(json.dumps({"times": times, "now": torch.openreg.timing.now()}))
+"""
+
+
+def test_the_same_training_step_gives_the_same_virtual_times_on_a_loaded_machine(run_python, check_ok):
+    quiet = run_json(run_python, check_ok, STEP)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        loaded = run_json(run_python, check_ok, STEP)
+        fuzzed = run_json(run_python, check_ok, STEP, env={"OPENREG_SCHEDULE_FUZZ": "7"})
+        one_thread = run_json(run_python, check_ok, STEP, env={"OPENREG_COMPUTE_THREADS": "1"})
+    finally:
+        for h in hogs:
+            h.kill()
+    assert loaded == quiet  # to the nanosecond: same floats
+    assert fuzzed == quiet
+    assert one_thread == quiet
+    wall, compute, kernels = quiet["times"][-1]
+    assert 0 < compute <= wall
+    assert kernels > 10
+
+
+def test_a_region_reports_busy_idle_and_mfu(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a = torch.randn(2048, 1024, device="openreg")
+        b = torch.randn(1024, 8448, device="openreg")
+        torch.openreg.synchronize()
+        with torch.openreg.timing.region(0) as big:
+            a @ b
+        with torch.openreg.timing.region(0) as tiny:
+            x = torch.ones(16, device="openreg")
+            for _ in range(100):
+                x = x + 1
+        print(json.dumps({"big": [big.wall, big.devices[0].compute, big.mfu],
+                          "tiny": [tiny.wall, tiny.devices[0].compute, tiny.devices[0].idle, tiny.devices[0].kernels]}))
+        """,
+    )
+    wall, compute, mfu = out["big"]
+    # 16 x 66 tiles = 8 full waves on 132 SMs: the tf32 units at the measured GEMM efficiency.
+    flops = 2 * 2048 * 1024 * 8448
+    matmul_s = flops / (494.7e12 * GEMM_EFFICIENCY)
+    assert compute == pytest.approx(matmul_s, abs=NS_S)
+    assert wall == pytest.approx(matmul_s + HOST_PER_OP_NS / 1e9, abs=NS_S)
+    assert mfu == pytest.approx(flops / 494.7e12 / wall, rel=1e-6)  # against the peak of its format
+    wall, compute, idle, kernels = out["tiny"]
+    # Launch-bound: the device waits for the host between tiny kernels.
+    assert kernels == 101
+    assert compute == pytest.approx(kernels * 2e-6, rel=1e-6)  # min_kernel_us each
+    assert idle > 0.5 * wall
+
+
+def test_two_devices_run_a_split_workload_in_half_the_virtual_time(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        a = [torch.randn(1024, 1024, device=f"openreg:{d}") for d in (0, 1)]
+        torch.openreg.synchronize(0); torch.openreg.synchronize(1)
+        with torch.openreg.timing.region() as one:
+            for _ in range(8):
+                a[0] @ a[0]
+        with torch.openreg.timing.region() as two:
+            for _ in range(4):
+                a[0] @ a[0]
+                a[1] @ a[1]
+        print(json.dumps({"one": one.wall, "two": two.wall}))
+        """,
+    )
+    # fp32 without tf32: the vector units (the memory time, 12 MiB, is shorter). One device runs its 8
+    # back to back from the first issue; with two, device 1's first waits for its issue, one op later.
+    mm_s = 2 * 1024**3 / 66.9e12
+    op_s = HOST_PER_OP_NS / 1e9
+    assert out["one"] == pytest.approx(op_s + 8 * mm_s, abs=8 * NS_S)
+    assert out["two"] == pytest.approx(2 * op_s + 4 * mm_s, abs=8 * NS_S)
+    assert out["two"] / out["one"] < 0.54
+
+
+def test_a_bad_profile_is_a_clear_error_at_first_use_and_import_succeeds(run_python):
+    proc = run_python(
+        """
+        import torch
+        try:
+            torch.ones(1, device="openreg")
+        except Exception as e:
+            print(type(e).__name__, e)
+        """,
+        env={"OPENREG_DEVICE_PROFILE": "tpu-v9"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "OPENREG_DEVICE_PROFILE='tpu-v9' is invalid" in proc.stdout
+    assert "h100-sxm" in proc.stdout
+
+
+def test_without_a_profile_nothing_is_virtual():
+    assert not torch.openreg.timing.enabled()
+    assert torch.openreg.timing.now() == 0.0
+    with pytest.raises(RuntimeError, match="OPENREG_DEVICE_PROFILE"):
+        with torch.openreg.timing.region():
+            pass
+    assert math.isclose(torch.openreg.get_device_properties(0).L2_cache_size, 0)
+    assert torch.openreg.get_device_name(0) == "openreg"
