@@ -32,11 +32,15 @@ def render(trace_path: str, png_path: str, title: Optional[str] = None) -> str:
     lanes = sorted({(e["pid"], e["tid"]) for e in events})
     index = {lane: i for i, lane in enumerate(lanes)}
     height = max(2.0, 0.45 * len(lanes) + 1.2)
+    # Items too short to see (host callbacks take no device time) get a sliver of the timeline's span,
+    # not a fixed width: a virtual-time timeline (torch.openreg.timing) spans microseconds.
+    span_ms = (max((e["ts"] + e["dur"] for e in events), default=0) - min((e["ts"] for e in events), default=0)) / 1e3
+    min_width = max(span_ms, 1e-6) / 1000
     fig, ax = plt.subplots(figsize=(12, height))
     for kind, colour in _COLOURS.items():
         bars = [e for e in events if e.get("cat") == kind]
         for lane in lanes:
-            spans = [(e["ts"] / 1e3, max(e["dur"] / 1e3, 0.02)) for e in bars if (e["pid"], e["tid"]) == lane]
+            spans = [(e["ts"] / 1e3, max(e["dur"] / 1e3, min_width)) for e in bars if (e["pid"], e["tid"]) == lane]
             if spans:
                 ax.broken_barh(spans, (index[lane] - 0.4, 0.8), facecolors=colour, edgecolor="none")
     ax.set_yticks(range(len(lanes)))

@@ -13,7 +13,7 @@ tensor_tflops.fp8 = 2614.9      # AMD MI300X datasheet, FP8 matrix, dense
 tensor_tflops.int8 = 2614.9     # AMD MI300X datasheet, INT8 matrix, dense (TOPS)
 vector_tflops.fp64 = 81.7       # AMD MI300X datasheet, FP64 vector
 vector_tflops.fp32 = 163.4      # AMD MI300X datasheet, FP32 vector
-gemm_efficiency = 0.514         # stas00/ml-engineering mamf-finder: best bf16 matmul 668.4 TFLOP/s = 51.4% of 1307.4
+gemm_efficiency = 0.5112        # stas00/ml-engineering mamf-finder: best bf16 matmul 668.4 TFLOP/s = 51.1% of 1307.4
 gemm_tile = 256                 # assumption: 256x256 output tiles (hipBLASLt's large-GEMM macro tiles)
 memory_gbps = 5300              # AMD MI300X datasheet (5.3 TB/s)
 memory_efficiency = 0.80        # assumption: no first-party copy measurement at hand

@@ -52,7 +52,14 @@ namespace openreg::sim {
 // a query that sees the work done (the host learns it is done only then), a pageable copy (synchronous
 // on CUDA), and a full launch queue (the item launch_queue_depth places back on the stream must have
 // ended: a ring of the stream's last ends). Items issued by a kernel or host callback are issued at
-// the issuing item's end. A new thread's clock starts at the latest time any thread has reached.
+// the issuing item's end.
+// The host threads share one timeline: a thread's clock never runs behind the latest time any host
+// thread has reached. PyTorch's host threads mostly take turns: backward() blocks the calling thread
+// while the autograd engine's device thread issues the backward ops, so the engine's issues continue
+// from where the caller's clock stood, and the caller continues after backward() from where the
+// engine's left off (with a clock per thread, the engine's lagged behind and backward looked free of
+// host cost). Threads that really issue at the same time (several training threads) are serialized by
+// this, their issue costs added up: an overestimate, which is the documented limit.
 //
 // Bookkeeping is per device, under the device timeline's mutex (the calendar, the engines, its
 // streams' tails and rings, the busy unions); a thread's own clock is thread-local. Old calendar
@@ -188,9 +195,11 @@ VirtualClock::HostClock& VirtualClock::host() {
   thread_local HostClock clock;
   if (clock.generation != generation_) {
     clock.generation = generation_;
-    clock.now = latest_.load(std::memory_order_relaxed);
+    clock.now = origin_;
     clock.cpu_ref = thread_cpu_ns();
   }
+  // One host timeline (Note [Virtual time]): never behind the latest time any thread has reached.
+  clock.now = std::max(clock.now, latest_.load(std::memory_order_relaxed));
   return clock;
 }
 
