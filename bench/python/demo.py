@@ -124,8 +124,9 @@ def virtual_step():
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
     sys.path.insert(0, HERE)
-    from tests.support import workloads
     from timeline_png import render
+
+    from tests.support import workloads
 
     x, y = workloads.make_data(seed=0, samples=BATCH * 3, features=FEATURES)
     model = workloads.make_model(seed=0, features=FEATURES, hidden=HIDDEN)
