@@ -1,5 +1,6 @@
 // torch_openreg._C._compiled_kernel_launcher(): the address of the C entry point through which Inductor's
-// generated kernel modules enqueue their kernels (backend/ops/engine/CompiledKernels.h).
+// generated kernel modules enqueue their kernels (backend/ops/engine/CompiledKernels.h), and
+// _set_next_compiled_kernel_bytes, the next kernel's bytes for virtual time.
 
 #include "backend/ops/engine/CompiledKernels.h"
 
@@ -12,4 +13,6 @@
 void bind_compile(pybind11::module_& m) {
   m.def("_compiled_kernel_launcher",
         [] { return static_cast<std::uint64_t>(at::openreg::compiled_kernel_launcher_address()); });
+  // The bytes of this thread's next compiled kernel, for its virtual-time cost (generated wrappers).
+  m.def("_set_next_compiled_kernel_bytes", [](double bytes) { at::openreg::set_next_compiled_kernel_bytes(bytes); });
 }

@@ -220,3 +220,61 @@ def test_without_a_profile_nothing_is_virtual():
             pass
     assert math.isclose(torch.openreg.get_device_properties(0).L2_cache_size, 0)
     assert torch.openreg.get_device_name(0) == "openreg"
+
+
+def test_the_profiler_reports_virtual_device_times(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        from torch.profiler import ProfilerActivity, profile
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a = torch.randn(2048, 1024, device="openreg"); b = torch.randn(1024, 8448, device="openreg")
+        torch.openreg.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+            a @ b
+            torch.openreg.synchronize()
+        mm = [e for e in p.key_averages() if e.key == "aten::mm"][0]
+        print(json.dumps({"device_us": mm.self_device_time_total}))
+        """,
+    )
+    assert out["device_us"] == pytest.approx(2 * 2048 * 1024 * 8448 / (494.7e12 * GEMM_EFFICIENCY) * 1e6, abs=0.01)
+
+
+def test_a_compiled_kernel_costs_its_buffers_bytes(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        f = torch.compile(lambda x: (x * 2 + 1).sin())
+        x = torch.randn(16 << 20, device="openreg")  # 64 MiB
+        f(x); torch.openreg.synchronize()  # compiled
+        with torch.openreg.timing.region(0) as r:
+            f(x)
+        print(json.dumps({"compute": r.devices[0].compute, "kernels": r.devices[0].kernels}))
+        """,
+    )
+    # One fused kernel reading x and writing the result: 128 MiB at the measured bandwidth.
+    assert out["kernels"] == 1
+    assert out["compute"] == pytest.approx(2 * (64 << 20) / (3350e9 * 0.896), abs=NS_S)
+
+
+def test_measured_host_time_counts_the_threads_cpu_time(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, time, torch
+        x = torch.ones(4, device="openreg"); torch.openreg.synchronize()
+        t0 = torch.openreg.timing.now()
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:  # 50 ms of host work between two ops
+            pass
+        x.add_(1)
+        print(json.dumps({"host_s": torch.openreg.timing.now() - t0}))
+        """,
+        env={"OPENREG_HOST_TIME": "measured"},
+    )
+    assert 0.05 <= out["host_s"] < 0.5

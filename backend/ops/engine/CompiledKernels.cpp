@@ -1,5 +1,6 @@
 #include "backend/ops/engine/CompiledKernels.h"
 
+#include "backend/ops/engine/KernelCost.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
@@ -7,6 +8,10 @@
 #include <utility>
 
 namespace {
+
+// The bytes of the calling thread's next compiled kernel, set by the generated wrapper just before
+// the call (the same thread), taken by the launch; -1: not given (the kernel costs the minimum time).
+thread_local double tl_next_bytes = -1;
 
 // One compiled kernel call: the generated module's trampoline, its arguments (parsed on the calling
 // thread, owned by `ctx`), and how to free them. Owns `ctx` whether or not the kernel ever runs.
@@ -40,7 +45,12 @@ extern "C" void openreg_launch_compiled_kernel(void (*run)(void*), void* ctx, vo
                                                const char* name) {
   CompiledKernelCall call(run, ctx, drop);
   const auto stream = c10::openreg::current_openreg_stream(c10::openreg::current_device());
-  at::openreg::launch_kernel(stream, name, std::move(call));
+  const double bytes = std::exchange(tl_next_bytes, -1.0);
+  if (bytes < 0) {
+    at::openreg::launch_kernel(stream, name, std::move(call));
+    return;
+  }
+  at::openreg::launch_kernel(stream, name, std::move(call), [bytes] { return at::openreg::bytes_kernel_cost(bytes); });
 }
 
 namespace at::openreg {
@@ -48,5 +58,7 @@ namespace at::openreg {
 std::uintptr_t compiled_kernel_launcher_address() noexcept {
   return reinterpret_cast<std::uintptr_t>(&openreg_launch_compiled_kernel);
 }
+
+void set_next_compiled_kernel_bytes(double bytes) noexcept { tl_next_bytes = bytes; }
 
 }  // namespace at::openreg

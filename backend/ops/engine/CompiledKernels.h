@@ -16,4 +16,9 @@ namespace at::openreg {
 //! The address of openreg_launch_compiled_kernel, for the generated modules.
 OPENREG_BACKEND_API std::uintptr_t compiled_kernel_launcher_address() noexcept;
 
+//! The bytes the calling thread's next compiled kernel reads and writes (its buffers' sizes, which the
+//! generated wrapper passes before the call when a device profile is set): its cost in virtual time
+//! (Note [Compiled kernels in virtual time] in python/torch_openreg/_inductor/__init__.py).
+OPENREG_BACKEND_API void set_next_compiled_kernel_bytes(double bytes) noexcept;
+
 }  // namespace at::openreg

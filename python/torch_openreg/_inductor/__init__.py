@@ -146,6 +146,15 @@ def _is_cpu_buffer(arg: Any) -> bool:
 # where the kernel is enqueued; a race raises before the kernel is queued, as an eager op's does.
 
 
+# Note [Compiled kernels in virtual time]
+# With a device profile (torch.openreg.timing) a kernel's virtual duration comes from its cost; an
+# eager op's is computed from its arguments in the op engine, but a compiled kernel arrives as raw
+# pointers. Its buffers are what Inductor's C++ kernels are bound by (matmuls and convolutions stay
+# extern aten calls, costed as eager ops), so the wrapper hands their bytes to the launch, in the line
+# after the race checker's: guarded by one flag, set when the runtime starts with a profile, so
+# without one a kernel costs one attribute load. A mutated buffer (read and written) counts once.
+
+
 def _kernel_buffers(call_args: Any, arg_types: Any) -> tuple[list[str], list[str]]:
     """The buffer arguments of a C++ kernel call: (read, written), from the kernel's argument types."""
     reads: list[str] = []
@@ -176,8 +185,10 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
         # Note [Compiled kernels in the race checker]
         reads, writes = _kernel_buffers(call_args, kwargs.get("arg_types"))
         if reads or writes:
-            self.writeline(f"if _openreg_sanitizer.on: _openreg_sanitizer._launch({kernel_name!r}, "
-                           f"({''.join(r + ', ' for r in reads)}), ({''.join(w + ', ' for w in writes)}))")
+            buffers = f"({''.join(r + ', ' for r in reads)}), ({''.join(w + ', ' for w in writes)})"
+            self.writeline(f"if _openreg_sanitizer.on: _openreg_sanitizer._launch({kernel_name!r}, {buffers})")
+            # Note [Compiled kernels in virtual time]
+            self.writeline(f"if _openreg_timing._on: _openreg_timing._next_kernel({buffers})")
         # The kernel's entry enqueues it on the current stream (Note [Compiled kernels are stream
         # work items]): a plain call, as for CPU kernels.
         self.writeline(self.wrap_kernel_call(kernel_name, call_args))
@@ -197,6 +208,7 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
         super().write_header()
         self.imports.writeline("from torch_openreg._inductor import openreg_cpp_pybinding")
         self.imports.writeline("from torch_openreg.openreg import sanitizer as _openreg_sanitizer")
+        self.imports.writeline("from torch_openreg.openreg import timing as _openreg_timing")
 
     def define_kernel(self, kernel_name: str, kernel_body: str, metadata: str | None = None, gpu: bool = True,
                       cpp_definition: str | None = None) -> None:

@@ -17,13 +17,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from torch_openreg import _C
 
 from ._device import device_count, synchronize
 from ._device_index import Device, _get_device_index
-from ._initialization import _lazy_init
+from ._initialization import _lazy_call, _lazy_init
 
 __all__ = ["DeviceTime", "Region", "enabled", "now", "profile", "region"]
+
+
+# Whether a profile is set; read by compiled graphs before each kernel (Note [Compiled kernels in
+# virtual time] in torch_openreg/_inductor/__init__.py). Set when the runtime starts.
+_on: bool = False
+
+
+def _read_profile() -> None:
+    global _on
+    _on = _C._device_profile() is not None
+
+
+_lazy_call(_read_profile)
+
+
+def _next_kernel(reads: tuple[Any, ...], writes: tuple[Any, ...]) -> None:
+    """The bytes of the compiled kernel this thread launches next: its buffers' sizes."""
+    total = sum(t.numel() * t.element_size() for t in (*reads, *writes) if isinstance(t, torch.Tensor))
+    _C._set_next_compiled_kernel_bytes(float(total))
 
 
 def profile() -> dict[str, Any] | None:
