@@ -74,6 +74,14 @@ void bind_device(py::module_& m) {
           if (!ns) return py::none();
           return py::float_(*ns);
         }));
+  // The modelled time of a kernel of `flops` and `bytes` in `dtype` (Inductor's runtime estimates), or
+  // None without a profile.
+  m.def("_modelled_kernel_ns", torch::wrap_pybind_function([](double flops, double bytes, at::ScalarType dtype,
+                                                              bool matrix) -> py::object {
+          const auto ns = at::openreg::modelled_kernel_ns(flops, bytes, dtype, matrix);
+          if (!ns) return py::none();
+          return py::float_(*ns);
+        }));
   m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));
   m.def("_virtual_device_time", torch::wrap_pybind_function([](std::int64_t device) {
           const ore::VirtualDeviceTime t = ore::virtual_device_time(ore::checked_device_index(device));

@@ -27,7 +27,7 @@ d2h_pageable_gbps = 27.8        # assumption: half the pinned rate
 host_link_latency_us = 2.0      # assumption: small cudaMemcpyAsync latency over PCIe
 peer_gbps = 378                 # NVIDIA/nccl issue 1264, p2pBandwidthLatencyTest on H100 SXM: 376-380 GB/s one way
 peer_latency_us = 2.0           # assumption: NVLink peer copy latency, p2pBandwidthLatencyTest order of magnitude
-copy_engines = 2                # model: one host-to-device and one device-to-host/peer engine, as openreg's devices have
+copy_engines = 3                # model: host-to-device, device-to-host, and peer/device-local engines (1: all share one; 2: peer with device-to-host)
 launch_us = 2.6                 # kernel launch host cost, 2.6-5 us measured (gpu-anchors.md); low end
 host_op_us = 4.0                # assumption: PyTorch eager's own work per op beside the launch (OPENREG_HOST_TIME=measured measures it)
 min_kernel_us = 2.0             # back-to-back kernel gap on the device, ~1-2 us (gpu-anchors.md); high end

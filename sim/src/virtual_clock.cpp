@@ -39,8 +39,9 @@ namespace openreg::sim {
 //    on a GPU when no SM is free. A kernel issued later but ready earlier still fills an earlier gap
 //    (the calendar is searched from its ready time), so issue order only breaks ties. Not modelled: a
 //    kernel slowing down beside another that shares SMs' bandwidth (both run at their own rates).
-//  - copies: one host-to-device engine and one for device-to-host and peer copies, each taking its
-//    copies one after another in issue order, beside the compute units (so copies overlap kernels).
+//  - copies: the profile's copy engines (three: host-to-device, device-to-host, peer/device-local),
+//    each taking its copies one after another in issue order, beside the compute units (so copies
+//    overlap kernels, and each other across engines).
 //  - event records take event_record_ns on their stream; waits and host callbacks take none.
 //
 // The host's clock: each host thread has one. Each item it issues advances it by the profile's
@@ -155,17 +156,28 @@ class Calendar {
 
 thread_local std::int64_t tl_running_item_end = -1;
 
+// The copy engine a copy takes on the modelled GPU (the profile's copy_engines, up to 3): one per
+// direction over the host link and one for peer and device-local copies, so a peer transfer does not
+// queue behind a download; with 2 engines peer copies share the device-to-host one, with 1 all share.
+int engine_of(CopyRoute route, int engines) noexcept {
+  if (engines <= 1) return 0;
+  if (route == CopyRoute::kHostToDevice) return 0;
+  if (engines == 2 || route == CopyRoute::kDeviceToHost) return 1;
+  return 2;
+}
+
 }  // namespace
 
 std::int64_t& running_item_virtual_end() noexcept { return tl_running_item_end; }
 
 struct VirtualClock::DeviceTimeline {
   explicit DeviceTimeline(std::int64_t origin) : compute(origin), end(origin) {
-    engine_free[0] = engine_free[1] = origin;
+    engine_free[0] = engine_free[1] = engine_free[2] = origin;
   }
   std::mutex mutex;
   Calendar compute;
-  std::int64_t engine_free[2];  // inbound, outbound copy engines: when each can take its next copy
+  // When each copy engine can take its next copy: host-to-device, device-to-host, and peer/device-local.
+  std::int64_t engine_free[3];
   IntervalUnion kernels_busy, copies_busy, all_busy;
   std::int64_t kernels = 0;
   double peak_ns = 0;
@@ -252,7 +264,7 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
       break;
     }
     case ItemKind::kCopy: {
-      std::int64_t& engine = d.engine_free[item.route == CopyRoute::kHostToDevice ? 0 : 1];
+      std::int64_t& engine = d.engine_free[engine_of(item.route, p.copy_engines)];
       start = std::max(ready, engine);
       end = start + to_ns(copy_time_ns(p, item.route, item.bytes, item.pinned));
       engine = end;

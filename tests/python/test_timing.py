@@ -278,3 +278,61 @@ def test_measured_host_time_counts_the_threads_cpu_time(run_python, check_ok):
         env={"OPENREG_HOST_TIME": "measured"},
     )
     assert 0.05 <= out["host_s"] < 0.5
+
+
+def test_a_convolution_and_its_backward_cost_their_flop_counter_flops(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        conv = torch.nn.Conv2d(64, 64, 3, padding=1).to("openreg")
+        x = torch.randn(8, 64, 56, 56, device="openreg", requires_grad=True)
+        y = conv(x); g = torch.ones_like(y); torch.openreg.synchronize()
+        with torch.openreg.timing.region(0) as fwd:
+            conv(x)
+        with torch.openreg.timing.region(0) as bwd:
+            y.backward(g, retain_graph=True)
+        print(json.dumps({"fwd": [fwd.devices[0].compute, fwd.devices[0].kernels],
+                          "bwd_kernels": bwd.devices[0].kernels, "bwd": bwd.devices[0].compute}))
+        """,
+    )
+    # flop_counter: 2 x output elements x (input channels x kernel elements); cuDNN may use tf32 for
+    # fp32 convolutions by default (torch.backends.cudnn.allow_tf32). As a GEMM: 8*56*56 output
+    # pixels by 64 channels: 196 x 1 tiles on 132 SMs, two waves.
+    flops = 2 * (8 * 64 * 56 * 56) * (64 * 3 * 3)
+    rate = 494.7e12 * GEMM_EFFICIENCY * (196 / (2 * SMS))
+    compute, kernels = out["fwd"]
+    assert kernels == 1
+    assert compute == pytest.approx(flops / rate, abs=NS_S)
+    # Backward: grad input and grad weight, each the forward's flops, in one convolution_backward
+    # kernel, plus AccumulateGrad's kernels (memory-bound) for the weight and bias gradients.
+    assert out["bwd"] >= 2 * flops / rate
+    assert out["bwd"] < 2 * flops / rate + 4 * 3e-6
+
+
+def test_inductor_plans_with_the_modelled_runtimes(run_python, check_ok):
+    # Inductor's scheduler asks config.estimate_op_runtime (Note [Inductor's runtime estimates]); a
+    # pre-fusion pass reads the estimates of a compiled matmul + relu through Inductor's own entry.
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        from torch._inductor import comms, config
+        estimates = []
+        def grab(snodes):
+            estimates.extend([comms.estimate_op_runtime(s), s.estimate_flops() or 0] for s in snodes)
+            return snodes
+        config._pre_fusion_custom_pass = grab
+        torch.backends.cuda.matmul.allow_tf32 = True
+        f = torch.compile(lambda a, b: (a @ b).relu())
+        f(torch.randn(2048, 1024, device="openreg"), torch.randn(1024, 8448, device="openreg"))
+        print(json.dumps(estimates))
+        """,
+    )
+    flops = 2 * 2048 * 1024 * 8448
+    by_flops = {f: ms for ms, f in out}
+    assert by_flops[flops] == pytest.approx(flops / (494.7e12 * GEMM_EFFICIENCY) * 1e3, rel=1e-9)  # the mm
+    # The relu reads and writes the 2048 x 8448 product: memory-bound.
+    assert by_flops[0] == pytest.approx(2 * 2048 * 8448 * 4 / (3350e9 * 0.896) * 1e3, rel=1e-9)

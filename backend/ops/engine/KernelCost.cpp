@@ -175,6 +175,17 @@ std::optional<double> modelled_op_ns(const c10::OperatorHandle& op, c10::ArrayRe
   return sim::kernel_time_ns(*profile, op_kernel_cost(op, args, fresh));
 }
 
+std::optional<double> modelled_kernel_ns(double flops, double bytes, at::ScalarType dtype, bool matrix) {
+  const sim::DeviceProfile* profile = sim::Runtime::global().profile();
+  if (profile == nullptr) return std::nullopt;
+  sim::KernelCost cost;
+  cost.flops = flops;
+  cost.bytes = bytes;
+  cost.matrix = matrix;
+  cost.format = number_format(dtype, matrix && at::globalContext().allowTF32CuBLAS());
+  return sim::kernel_time_ns(*profile, cost);
+}
+
 sim::KernelCost bytes_kernel_cost(double bytes) {
   sim::KernelCost cost;
   cost.bytes = bytes;

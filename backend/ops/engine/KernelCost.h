@@ -32,6 +32,12 @@ OPENREG_BACKEND_API std::optional<double> modelled_op_ns(const c10::OperatorHand
                                                          c10::ArrayRef<c10::IValue> args,
                                                          c10::ArrayRef<at::Tensor> fresh);
 
+//! The device time (ns) the profile models for a kernel of `flops` and `bytes` computing in `dtype`
+//! (on the matrix units when `matrix`, with PyTorch's TF32 flag for fp32), of unknown shape; nullopt
+//! without a device profile. For Inductor's runtime estimates (Note [Inductor's runtime estimates]).
+OPENREG_BACKEND_API std::optional<double> modelled_kernel_ns(double flops, double bytes, at::ScalarType dtype,
+                                                             bool matrix);
+
 //! The number format of `dtype`'s math; fp32 matmuls count as tf32 when `tf32_allowed`.
 ::openreg::sim::NumberFormat number_format(at::ScalarType dtype, bool tf32_allowed);
 

@@ -65,6 +65,13 @@ inline constexpr bool kTravelsInline = sizeof(LaunchedKernel<Kernel>) <= ::openr
                                        alignof(LaunchedKernel<Kernel>) <= alignof(std::max_align_t) &&
                                        std::is_nothrow_move_constructible_v<LaunchedKernel<Kernel>>;
 
+//! Whether the process's runtime has a device profile (virtual time): fixed when it starts, read here
+//! once, so a launch without one pays a load and a branch, not three calls into the sim library.
+inline bool virtual_time_on() {
+  static const bool on = ::openreg::sim::Runtime::global().profile() != nullptr;
+  return on;
+}
+
 //! Enqueues `kernel` (a movable `void()` callable) on `stream` under the name `name` (a literal
 //! or an interned name: it must outlive the item). `cost` (a callable returning sim::KernelCost,
 //! ops/engine/KernelCost.h) is what the kernel costs on the device profile: it is called only when one
@@ -77,14 +84,13 @@ void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, 
   auto& sim = stream.sim();
   const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
   c10::openreg::translate_sim_errors([&] {
-    LaunchedKernel<K> launched{std::forward<Kernel>(kernel), threads, stream.device_index()};
     if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
-      if (sim.device().runtime().profile() != nullptr) {
-        sim.launch(name, std::move(launched), cost());
+      if (virtual_time_on()) {
+        sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()}, cost());
         return;
       }
     }
-    sim.launch(name, std::move(launched));
+    sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()});
   });
 }
 

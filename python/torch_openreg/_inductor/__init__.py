@@ -280,9 +280,42 @@ class _CodegenVersion(CustomGraphModulePass):
         return get_hash_for_files((__file__,))
 
 
-def register() -> None:
+# Note [Inductor's runtime estimates]
+# Inductor's scheduler passes that reorder compute around communication (and their logging) ask
+# `config.estimate_op_runtime` what each node costs; by default it answers 0 for devices that are not
+# GPUs, so nothing is planned on openreg. With a device profile the estimate is the timing model's
+# (Note [Cost model] in sim/src/cost_model.cpp) for the node's FLOPs (what Inductor's flop counter
+# knows: matmuls and convolutions) and the bytes of the buffers it reads and writes, in ms as Inductor
+# expects. Without a profile, for other devices and for collectives (not on the virtual clock yet) it
+# answers what Inductor's default does. Installed when Inductor loads, unless the user set their own.
+def _estimate_op_runtime(snode: Any) -> float:
+    from torch._inductor.utils import is_collective
+
     from torch_openreg import _C
 
+    node = getattr(snode, "node", None)
+    buffer = snode.get_nodes()[0].get_outputs()[0].node if snode.get_nodes() else None
+    device = buffer.get_device() if buffer is not None and hasattr(buffer, "get_device") else None
+    if device is None or device.type != "openreg" or node is None or is_collective(node):
+        return float(snode.get_estimated_runtime())
+    flops = float(snode.estimate_flops() or 0)
+    nbytes = float(snode.get_read_write_buffers_sizes())
+    dtype = buffer.maybe_get_dtype() if hasattr(buffer, "maybe_get_dtype") else None
+    import torch
+
+    ns = _C._modelled_kernel_ns(flops, nbytes, dtype or torch.float32, flops > 0)
+    if ns is None:
+        return float(snode.get_estimated_runtime())
+    return float(ns) / 1e6
+
+
+def register() -> None:
+    from torch._inductor import config
+
+    from torch_openreg import _C
+
+    if config.estimate_op_runtime == "default":  # Note [Inductor's runtime estimates]
+        config.estimate_op_runtime = _estimate_op_runtime
     os.environ[_LAUNCHER_VAR] = str(_C._compiled_kernel_launcher())
     _treat_openreg_nodes_as_cpu()
     _openreg_codegen_backend_is_cpp()

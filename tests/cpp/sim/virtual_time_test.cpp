@@ -50,6 +50,12 @@ std::map<std::string, Span> spans(const std::vector<TraceRecord>& records) {
   return by_name;
 }
 
+void dev_free(Runtime& runtime, void* a, void* b, void* host) {
+  runtime.device(0).memory().free(a);
+  runtime.device(1).memory().free(b);
+  runtime.host_free_pinned(host);
+}
+
 class VirtualTime : public ::testing::Test {
  protected:
   void SetUp() override { session = std::make_unique<TraceSession>(); }
@@ -116,6 +122,29 @@ TEST_F(VirtualTime, CopiesRunOnTheirEngineBesideKernels) {
             static_cast<std::int64_t>(copy_time_ns(p, CopyRoute::kHostToDevice, bytes, true) + 0.5));
   dev.memory().free(device);
   runtime.host_free_pinned(host);
+}
+
+TEST_F(VirtualTime, EachCopyEngineTakesItsCopiesInTurnAndEnginesOverlap) {
+  Runtime runtime(profiled(2));
+  Device& d0 = runtime.device(0);
+  const std::size_t bytes = 16 << 20;
+  void* host = runtime.host_alloc_pinned(2 * bytes);
+  void* a = d0.memory().allocate(bytes);
+  void* b = runtime.device(1).memory().allocate(bytes);
+  auto s1 = d0.create_stream();
+  auto s2 = d0.create_stream();
+  auto s3 = d0.create_stream();
+  s1->copy(a, host, bytes, "upload 1");
+  s2->copy(a, static_cast<char*>(host) + bytes, bytes, "upload 2");
+  s3->copy(static_cast<char*>(host) + bytes, a, bytes, "download");
+  auto s4 = d0.create_stream();
+  s4->copy(b, a, bytes, "peer");
+  for (auto* s : {&s1, &s2, &s3, &s4}) (*s)->synchronize();
+  const auto t = stop();
+  EXPECT_GE(t.at("upload 2").start, t.at("upload 1").end);  // one host-to-device engine
+  EXPECT_LT(t.at("download").start, t.at("upload 1").end);  // the device-to-host engine runs beside it
+  EXPECT_LT(t.at("peer").start, t.at("download").end);      // and the peer engine beside both
+  dev_free(runtime, a, b, host);
 }
 
 TEST_F(VirtualTime, SmallKernelsOfTwoStreamsShareTheDeviceAndFullOnesTakeTurns) {
