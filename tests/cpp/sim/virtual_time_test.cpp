@@ -50,12 +50,6 @@ std::map<std::string, Span> spans(const std::vector<TraceRecord>& records) {
   return by_name;
 }
 
-void dev_free(Runtime& runtime, void* a, void* b, void* host) {
-  runtime.device(0).memory().free(a);
-  runtime.device(1).memory().free(b);
-  runtime.host_free_pinned(host);
-}
-
 class VirtualTime : public ::testing::Test {
  protected:
   void SetUp() override { session = std::make_unique<TraceSession>(); }
@@ -128,23 +122,25 @@ TEST_F(VirtualTime, EachCopyEngineTakesItsCopiesInTurnAndEnginesOverlap) {
   Runtime runtime(profiled(2));
   Device& d0 = runtime.device(0);
   const std::size_t bytes = 16 << 20;
-  void* host = runtime.host_alloc_pinned(2 * bytes);
-  void* a = d0.memory().allocate(bytes);
-  void* b = runtime.device(1).memory().allocate(bytes);
-  auto s1 = d0.create_stream();
-  auto s2 = d0.create_stream();
-  auto s3 = d0.create_stream();
-  s1->copy(a, host, bytes, "upload 1");
-  s2->copy(a, static_cast<char*>(host) + bytes, bytes, "upload 2");
-  s3->copy(static_cast<char*>(host) + bytes, a, bytes, "download");
-  auto s4 = d0.create_stream();
-  s4->copy(b, a, bytes, "peer");
-  for (auto* s : {&s1, &s2, &s3, &s4}) (*s)->synchronize();
+  // Separate buffers for every copy: the four streams are not ordered with each other.
+  char* host = static_cast<char*>(runtime.host_alloc_pinned(3 * bytes));
+  std::vector<void*> on0;
+  for (int i = 0; i < 4; ++i) on0.push_back(d0.memory().allocate(bytes));
+  void* on1 = runtime.device(1).memory().allocate(bytes);
+  std::vector<std::shared_ptr<Stream>> s;
+  for (int i = 0; i < 4; ++i) s.push_back(d0.create_stream());
+  s[0]->copy(on0[0], host, bytes, "upload 1");
+  s[1]->copy(on0[1], host + bytes, bytes, "upload 2");
+  s[2]->copy(host + 2 * bytes, on0[2], bytes, "download");
+  s[3]->copy(on1, on0[3], bytes, "peer");
+  for (auto& stream : s) stream->synchronize();
   const auto t = stop();
   EXPECT_GE(t.at("upload 2").start, t.at("upload 1").end);  // one host-to-device engine
   EXPECT_LT(t.at("download").start, t.at("upload 1").end);  // the device-to-host engine runs beside it
   EXPECT_LT(t.at("peer").start, t.at("download").end);      // and the peer engine beside both
-  dev_free(runtime, a, b, host);
+  for (void* p : on0) d0.memory().free(p);
+  runtime.device(1).memory().free(on1);
+  runtime.host_free_pinned(host);
 }
 
 TEST_F(VirtualTime, SmallKernelsOfTwoStreamsShareTheDeviceAndFullOnesTakeTurns) {
