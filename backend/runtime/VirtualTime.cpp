@@ -1,5 +1,6 @@
 #include "backend/runtime/VirtualTime.h"
 
+#include <openreg/sim/config.h>
 #include <openreg/sim/profile.h>
 #include <openreg/sim/runtime.h>
 #include <openreg/sim/virtual_time.h>
@@ -19,6 +20,10 @@ std::optional<ProfileSummary> device_profile() {
                         p->memory_bytes,
                         p->tensor_flops[static_cast<int>(::openreg::sim::NumberFormat::kBf16)],
                         p->memory_bandwidth};
+}
+
+bool timing_only_execution() {
+  return detail::started_runtime().config().execute == ::openreg::sim::ExecuteMode::kTiming;
 }
 
 std::int64_t virtual_now_ns() { return detail::started_runtime().virtual_now_ns(); }

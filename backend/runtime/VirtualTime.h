@@ -29,6 +29,10 @@ struct ProfileSummary {
 //! The profile, or nullopt when times are this host's (starts the runtime).
 OPENREG_BACKEND_API std::optional<ProfileSummary> device_profile();
 
+//! Whether kernels and copies are only timed, not run (OPENREG_EXECUTE=timing; Note [Timing-only
+//! execution] in sim/src/stream.cpp). Starts the runtime.
+OPENREG_BACKEND_API bool timing_only_execution();
+
 //! The calling thread's virtual time, ns since the runtime started (0 without a profile).
 OPENREG_BACKEND_API std::int64_t virtual_now_ns();
 

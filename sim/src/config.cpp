@@ -27,6 +27,7 @@ constexpr const char* kScheduleFuzzVar = "OPENREG_SCHEDULE_FUZZ";
 constexpr const char* kSanitizerVar = "OPENREG_SANITIZER";
 constexpr const char* kDeviceProfileVar = "OPENREG_DEVICE_PROFILE";
 constexpr const char* kHostTimeVar = "OPENREG_HOST_TIME";
+constexpr const char* kExecuteVar = "OPENREG_EXECUTE";
 constexpr long long kMaxFuzzSeed = 999'999'999'999'999'999LL;  // parse_int's 18 digits
 constexpr int kMaxComputeThreads = 1024;
 
@@ -203,6 +204,16 @@ Config Config::from_env() {
       bad_value(kHostTimeVar, *v, "modelled (the profile's fixed host cost per op) or measured (the thread's CPU time)");
     }
   }
+  if (auto v = env(kExecuteVar)) {
+    const std::string_view t = trim(*v);
+    if (iequals(t, "compute")) {
+      c.execute = ExecuteMode::kCompute;
+    } else if (iequals(t, "timing")) {
+      c.execute = ExecuteMode::kTiming;
+    } else {
+      bad_value(kExecuteVar, *v, "compute (kernels and copies run) or timing (they are only timed; needs OPENREG_DEVICE_PROFILE)");
+    }
+  }
   return c.resolved();
 }
 
@@ -220,6 +231,10 @@ Config Config::resolved() const {
     bad_value(kLaunchQueueDepthVar, std::to_string(c.launch_queue_depth),
               "an integer from " + std::to_string(kMinLaunchQueueDepth) + " to " + std::to_string(kMaxLaunchQueueDepth));
   }
+  if (c.execute == ExecuteMode::kTiming && !c.device_profile) {
+    bad_value(kExecuteVar, "timing", "compute, or timing together with OPENREG_DEVICE_PROFILE (a timing-only run times its work on a model)");
+  }
+  if (c.memory_capacity == kDerive && c.execute == ExecuteMode::kTiming) c.memory_capacity = c.device_profile->memory_bytes;
   if (c.memory_capacity == kDerive) c.memory_capacity = std::max<std::uint64_t>(1, physical_memory() / (2 * c.device_count));
   return c;
 }

@@ -200,8 +200,8 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
 
 }  // namespace
 
-CopyEngine::CopyEngine(int device, std::string name, std::uint64_t bandwidth)
-    : device_(device), name_(std::move(name)), bandwidth_(bandwidth), thread_([this] { run(); }) {}
+CopyEngine::CopyEngine(int device, std::string name, std::uint64_t bandwidth, bool execute)
+    : device_(device), name_(std::move(name)), bandwidth_(bandwidth), execute_(execute), thread_([this] { run(); }) {}
 
 CopyEngine::~CopyEngine() {
   {
@@ -232,12 +232,15 @@ void CopyEngine::run() {
     }
     WorkItem& item = *job.item;
     const std::int64_t start = now_ns();
-    if (item.host_dst) {
+    if (!execute_) {
+      // Note [Timing-only execution]: what the host reads back is zeros; device memory is untouched.
+      if (item.host_dst) std::memset(item.dst, 0, item.bytes);
+    } else if (item.host_dst) {
       copy_to_host(item.dst, item.src, item.bytes);  // host and device memory never overlap
     } else {
       std::memmove(item.dst, item.src, item.bytes);  // memmove: a same-device copy may overlap
     }
-    if (bandwidth_ != 0) {
+    if (bandwidth_ != 0 && execute_) {
       // The simulated transfer time, slept (not spun) so the engine costs no CPU while "busy".
       const auto duration = std::chrono::nanoseconds(
           static_cast<std::int64_t>(static_cast<long double>(item.bytes) * 1e9L / static_cast<long double>(bandwidth_)));

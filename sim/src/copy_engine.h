@@ -22,8 +22,9 @@ struct WorkItem;
 
 class CopyEngine {
  public:
-  //! `name` is for traces/debuggers ("openreg:0 h2d"); bandwidth in bytes/s, 0 = unlimited.
-  CopyEngine(int device, std::string name, std::uint64_t bandwidth);
+  //! `name` is for traces/debuggers ("openreg:0 h2d"); bandwidth in bytes/s, 0 = unlimited. Without
+  //! `execute` (timing-only execution) copies move nothing: a host destination reads zeros.
+  CopyEngine(int device, std::string name, std::uint64_t bandwidth, bool execute = true);
   ~CopyEngine();  // finishes submitted copies, then joins the thread
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
@@ -41,6 +42,7 @@ class CopyEngine {
   const int device_;
   const std::string name_;
   const std::uint64_t bandwidth_;
+  const bool execute_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;  // guarded by mutex_

@@ -184,7 +184,7 @@ Device::Device(Runtime& runtime, int index) : s_(std::make_unique<State>()) {
   s_->index = index;
   s_->threads = config.compute_threads;
   s_->bandwidth = config.copy_bandwidth;
-  s_->memory = std::make_unique<DeviceMemory>(index, config.memory_capacity);
+  s_->memory = std::make_unique<DeviceMemory>(index, config.memory_capacity, config.execute == ExecuteMode::kCompute);
   s_->compute.initialize(config.compute_threads, /*reserved_for_masters=*/0);
   for (int i = 0; i < std::max(1, config.compute_threads); ++i) {
     auto lane = std::make_unique<State::Lane>();
@@ -194,8 +194,9 @@ Device::Device(Runtime& runtime, int index) : s_(std::make_unique<State>()) {
     s_->lanes.push_back(std::move(lane));
   }
   const std::string name = "openreg:" + std::to_string(index);
-  s_->inbound = std::make_unique<CopyEngine>(index, name + " h2d", config.copy_bandwidth);
-  s_->outbound = std::make_unique<CopyEngine>(index, name + " d2h/d2d", config.copy_bandwidth);
+  const bool execute = config.execute == ExecuteMode::kCompute;
+  s_->inbound = std::make_unique<CopyEngine>(index, name + " h2d", config.copy_bandwidth, execute);
+  s_->outbound = std::make_unique<CopyEngine>(index, name + " d2h/d2d", config.copy_bandwidth, execute);
   s_->default_stream = std::shared_ptr<Stream>(new Stream(*this, kDefaultStreamId, StreamPriority::kNormal));
 }
 

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 
+#include <sys/mman.h>
+
 #include "address_registry.h"
 #include "internal_check.h"
 
@@ -21,12 +23,23 @@ struct DeviceMemory::State {
   std::atomic<std::uint64_t> peak{0};
   std::atomic<std::uint64_t> count{0};
   AddressRegistry blocks;
+  bool backed = true;  // immutable
 };
 
-DeviceMemory::DeviceMemory(int device, std::uint64_t capacity) : s_(std::make_unique<State>()) {
+DeviceMemory::DeviceMemory(int device, std::uint64_t capacity, bool backed) : s_(std::make_unique<State>()) {
   s_->device = device;
   s_->capacity = capacity;
+  s_->backed = backed;
 }
+
+namespace {
+// Unbacked memory (timing-only execution): address space reserved without committing swap or pages
+// (MAP_NORESERVE); untouched pages read as zeros and cost nothing.
+void* map_unbacked(std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+}  // namespace
 
 DeviceMemory::~DeviceMemory() = default;  // leaked blocks stay leaked: they may still be in use
 
@@ -38,7 +51,7 @@ void* DeviceMemory::allocate(std::size_t bytes) {
   if (bytes > s.capacity || in_use > s.capacity - bytes) throw OutOfMemoryError(s.device, bytes, in_use, s.capacity);
   if (bytes > SIZE_MAX - kAlignment) throw OutOfMemoryError(s.device, bytes, in_use, s.capacity);
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;  // aligned_alloc's rule
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  void* p = s.backed ? std::aligned_alloc(kAlignment, rounded) : map_unbacked(rounded);
   if (p == nullptr) throw OutOfMemoryError(s.device, bytes, in_use, s.capacity);  // the host ran out first
   s.blocks.insert(p, bytes);
   // relaxed: the mutex orders writers; readers want a recent value, not a synchronization point.
@@ -63,7 +76,11 @@ void DeviceMemory::free(void* ptr) {
   }
   s.allocated.store(s.allocated.load(std::memory_order_relaxed) - bytes, std::memory_order_relaxed);
   s.count.fetch_sub(1, std::memory_order_relaxed);
-  std::free(ptr);
+  if (s.backed) {
+    std::free(ptr);
+  } else {
+    ::munmap(ptr, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  }
 }
 
 bool DeviceMemory::find(const void* ptr, std::uintptr_t* begin, std::uintptr_t* end) const {

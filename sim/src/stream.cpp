@@ -12,6 +12,16 @@
 // While it owns the stream, the owner keeps it alive through `self` (a user may drop the last reference
 // while work is pending).
 
+// Note [Timing-only execution]
+// With OPENREG_EXECUTE=timing (and a device profile) kernels and copies are not executed, only placed
+// on the virtual clock (Note [Virtual time]); everything else is as in the normal mode: the op path
+// with its shape checks and errors, the caching allocator with its real sizes, streams, events, the
+// launch queue, traces and the race checker. Device memory is reserved address space without
+// backing pages (DeviceMemory with backed = false), so a device holds the profile's full capacity and
+// runs out of memory where the modelled GPU would; a copy to the host writes zeros, so what the host
+// reads back (.item(), .cpu(), data-dependent shapes) is zero. Host callbacks still run. The results
+// are meaningless; the times, the memory peak and out-of-memory errors are the model's.
+
 // Note [Failure reporting]
 // Every failed work item is reported, never zero times, once per place the program looks:
 //  - its stream: the stream keeps the first unreported failure's message and a count of those after
@@ -110,6 +120,7 @@ struct Stream::State {
 
   std::uint64_t queue_depth = 1;  // Config::launch_queue_depth; immutable
   VirtualClock* clock = nullptr;  // the runtime's, with a device profile (Note [Virtual time]); immutable
+  bool run_kernels = true;        // false in timing-only execution (Note [Timing-only execution]); immutable
   StreamTimeline timeline;        // this stream's virtual timeline; guarded by the clock's device mutex
   std::optional<std::uint64_t> fuzz_seed;  // Config::schedule_fuzz_seed; immutable
 
@@ -148,6 +159,7 @@ Stream::Stream(Device& device, StreamId id, StreamPriority priority) : s_(std::m
   s_->queue_depth = device.runtime().config().launch_queue_depth;
   s_->fuzz_seed = device.runtime().config().schedule_fuzz_seed;
   s_->clock = device.runtime().virtual_clock();
+  s_->run_kernels = device.runtime().config().execute == ExecuteMode::kCompute;
   s_->all_items.reserve(kInitialItems);
   for (std::size_t i = 0; i < kInitialItems; ++i) {
     s_->all_items.push_back(new WorkItem);
@@ -424,7 +436,9 @@ void Stream::run_task(WorkItem* item) {
   const std::int64_t outer_virtual_end = virtual_end;
   virtual_end = item->vend;  // items this one enqueues are issued at its virtual end
   try {
-    item->fn();
+    // Note [Timing-only execution]: a kernel is only timed; host callbacks still run (they release
+    // what the host lent the stream, and complete the program's own callbacks).
+    if (s_->run_kernels || item->kind != ItemKind::kKernel) item->fn();
   } catch (const std::exception& e) {
     s_->record_failure(item->name, e.what());
   } catch (...) {

@@ -336,3 +336,41 @@ def test_inductor_plans_with_the_modelled_runtimes(run_python, check_ok):
     assert by_flops[flops] == pytest.approx(flops / (494.7e12 * GEMM_EFFICIENCY) * 1e3, rel=1e-9)  # the mm
     # The relu reads and writes the 2048 x 8448 product: memory-bound.
     assert by_flops[0] == pytest.approx(2 * 2048 * 8448 * 4 / (3350e9 * 0.896) * 1e3, rel=1e-9)
+
+
+def test_timing_only_execution_times_a_full_size_matmul_reads_zeros_and_runs_out_where_the_gpu_would(
+    run_python, check_ok
+):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, time, warnings, torch
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.openreg.init()
+        a = torch.empty(8192, 8192, device="openreg", dtype=torch.bfloat16)
+        t0 = time.perf_counter()
+        start, end = torch.openreg.Event(enable_timing=True), torch.openreg.Event(enable_timing=True)
+        start.record(); c = a @ a; end.record(); end.synchronize()
+        wall = time.perf_counter() - t0
+        try:
+            torch.empty(90 << 30, dtype=torch.uint8, device="openreg")
+            oom = ""
+        except torch.OutOfMemoryError as e:
+            oom = str(e)
+        print(json.dumps({"ms": start.elapsed_time(end), "wall": wall, "value": c[0, 0].item(),
+                          "warnings": [str(w.message) for w in caught], "oom": oom,
+                          "capacity": torch.openreg.get_device_properties(0).total_memory}))
+        """,
+        env={"OPENREG_EXECUTE": "timing"},
+    )
+    # 64 x 64 tiles of 128 on 132 SMs: 32 waves, the last holding 4 tiles. On this CPU the real
+    # matmul would take about 20 minutes (bf16 at ~1 GFLOP/s); timed only, it takes milliseconds.
+    matmul_ns = 2 * 8192**3 / (PEAK_BF16 * GEMM_EFFICIENCY * (4096 / (32 * SMS))) * 1e9
+    assert out["ms"] == pytest.approx((HOST_PER_OP_NS + matmul_ns) / 1e6, abs=NS_MS)
+    assert out["wall"] < 5
+    assert out["value"] == 0.0
+    assert [w for w in out["warnings"] if "OPENREG_EXECUTE=timing" in w and "zero" in w]
+    assert out["capacity"] == 80 << 30  # the H100 profile's memory, reserved without backing pages
+    assert out["oom"]

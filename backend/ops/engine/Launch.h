@@ -72,6 +72,13 @@ inline bool virtual_time_on() {
   return on;
 }
 
+//! Whether kernels are only timed, not run (OPENREG_EXECUTE=timing; Note [Timing-only execution] in
+//! sim/src/stream.cpp): fixed when the runtime starts.
+inline bool timing_only_on() {
+  static const bool on = ::openreg::sim::Runtime::global().config().execute == ::openreg::sim::ExecuteMode::kTiming;
+  return on;
+}
+
 //! Enqueues `kernel` (a movable `void()` callable) on `stream` under the name `name` (a literal
 //! or an interned name: it must outlive the item). `cost` (a callable returning sim::KernelCost,
 //! ops/engine/KernelCost.h) is what the kernel costs on the device profile: it is called only when one

@@ -1,6 +1,7 @@
 // See Note [Op coverage is decided at the call] in ops/engine/OpCoverage.h.
 
 #include "backend/ops/engine/OpCoverage.h"
+#include "backend/ops/engine/Launch.h"
 #include "backend/ops/engine/ExecuteThreads.h"
 
 #include "backend/ops/engine/Arguments.h"
@@ -158,6 +159,9 @@ bool has_empty_tensor(c10::ArrayRef<c10::IValue> args) {
 
 bool probe_eligible(const OpPlan& plan) {
   if (plan.sync_only) return false;  // the sync path runs CPU's kernel at the call already
+  // Timing-only execution runs no kernel, so what CPU's kernels lack does not matter; and the probe
+  // would run the CPU kernel at the call's sizes (a full-size matmul) on the host.
+  if (timing_only_on()) return false;
   if (plan.random && plan.generator_arg < 0) return false;
   return true;
 }

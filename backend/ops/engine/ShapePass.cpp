@@ -1,4 +1,5 @@
 #include "backend/ops/engine/ShapePass.h"
+#include "backend/ops/engine/Launch.h"
 
 #include "backend/ops/engine/ExecuteThreads.h"
 
@@ -32,7 +33,10 @@ namespace {
 // either way.
 
 bool shape_pass_on_cpu(const OpPlan& plan) {
-  return plan.meta_in_python && !(plan.random && plan.generator_arg < 0);
+  // Timing-only execution (Note [Timing-only execution] in sim/src/stream.cpp) keeps the Meta kernel:
+  // the CPU kernel on scratch runs at the call's sizes (a full-size bf16 matmul: minutes), and a
+  // program in that mode runs no kernel at all.
+  return plan.meta_in_python && !(plan.random && plan.generator_arg < 0) && !timing_only_on();
 }
 
 //! Runs `op` with dispatch key `key` on the stand-ins `conv` makes of `args`; they stay in `standins`,

@@ -14,6 +14,7 @@ nothing virtual.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,13 @@ _on: bool = False
 def _read_profile() -> None:
     global _on
     _on = _C._device_profile() is not None
+    if _C._timing_only():
+        warnings.warn(
+            "OPENREG_EXECUTE=timing: openreg devices only time their kernels and copies on the modelled GPU "
+            "and do not run them; every value read back from an openreg device is zero (times, memory peaks "
+            "and out-of-memory errors are the model's)",
+            stacklevel=2,
+        )
 
 
 _lazy_call(_read_profile)

@@ -35,6 +35,12 @@ enum class RaceCheckMode : int {
   kReport = 2,  //!< "report": record every race, report at exit
 };
 
+//! OPENREG_EXECUTE's values (Note [Timing-only execution] in sim/src/stream.cpp).
+enum class ExecuteMode : int {
+  kCompute = 0,  //!< "compute" (default): kernels and copies run
+  kTiming = 1,   //!< "timing": kernels and copies are only timed on the virtual clock; memory is unbacked
+};
+
 //! Plain value type; not thread-safe to mutate while shared, safe to copy.
 struct OPENREG_SIM_API Config {
   int device_count = 2;                                 //!< OPENREG_DEVICE_COUNT, 1..kMaxDevices
@@ -55,6 +61,9 @@ struct OPENREG_SIM_API Config {
   std::shared_ptr<const DeviceProfile> device_profile;
   //! OPENREG_HOST_TIME: how host threads' virtual clocks advance (only with a device profile).
   HostTimeMode host_time = HostTimeMode::kModelled;
+  //! OPENREG_EXECUTE: timing-only execution needs a device profile; its memory capacity defaults to
+  //! the profile's (reserved address space, no backing pages).
+  ExecuteMode execute = ExecuteMode::kCompute;
 
   //! Defaults overridden by the OPENREG_* environment variables, then resolved.
   //! Throws ConfigError naming the variable when a value is malformed or out of range.

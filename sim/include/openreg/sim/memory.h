@@ -29,7 +29,9 @@ class OPENREG_SIM_API DeviceMemory {
   void reset_peak() noexcept;                        //!< peak = allocated()
 
   // --- implementation-defined below ---
-  DeviceMemory(int device, std::uint64_t capacity);
+  //! `backed`: false for timing-only execution: allocations are reserved address space whose pages
+  //! are never committed unless written (reads see zeros), so a device can hold a GPU's capacity.
+  DeviceMemory(int device, std::uint64_t capacity, bool backed = true);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;

@@ -1,0 +1,112 @@
+// Timing-only execution (OPENREG_EXECUTE=timing, Note [Timing-only execution] in stream.cpp): kernels and
+// copies are timed on the virtual clock and not run, host reads see zeros, and device memory is
+// unbacked address space of the profile's capacity.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "openreg/sim/config.h"
+#include "openreg/sim/cost.h"
+#include "openreg/sim/device.h"
+#include "openreg/sim/error.h"
+#include "openreg/sim/event.h"
+#include "openreg/sim/profile.h"
+#include "openreg/sim/runtime.h"
+#include "openreg/sim/stream.h"
+#include "sim_test_util.h"
+
+namespace openreg::sim {
+namespace {
+
+Config timing_only() {
+  Config c = test::make_config(1, 1, kDerive);
+  c.device_profile = load_device_profile("h100-sxm", "test");
+  c.execute = ExecuteMode::kTiming;
+  return c;
+}
+
+// Resident memory of this process, bytes (/proc/self/statm's second field, in pages).
+std::uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST(TimingOnly, KernelsAreTimedNotRunAndHostCallbacksRun) {
+  Runtime runtime(timing_only());
+  auto s = runtime.device(0).create_stream();
+  std::atomic<int> kernels{0};
+  std::atomic<int> callbacks{0};
+  auto begin = Event::create(true);
+  auto end = Event::create(true);
+  s->record(begin);
+  KernelCost gemm{1e12, 0, NumberFormat::kBf16, true, 128 * 12, 128 * 11};  // one full wave
+  s->launch("matmul", [&] { kernels.fetch_add(1); }, gemm);
+  s->host_callback("release", [&] { callbacks.fetch_add(1); });
+  s->record(end);
+  s->synchronize();
+  EXPECT_EQ(kernels.load(), 0);
+  EXPECT_EQ(callbacks.load(), 1);
+  const DeviceProfile& p = *runtime.profile();
+  const double kernel_ms = 1e12 / (p.tensor_flops[static_cast<int>(NumberFormat::kBf16)] * p.gemm_efficiency) * 1e3;
+  EXPECT_NEAR(begin->elapsed_ms(*end), (p.launch_ns + p.host_op_ns) / 1e6 + kernel_ms, 2e-6);
+}
+
+TEST(TimingOnly, CopiesMoveNothingAndTheHostReadsZeros) {
+  Runtime runtime(timing_only());
+  Device& dev = runtime.device(0);
+  auto s = dev.create_stream();
+  std::vector<unsigned char> host(4096, 0xAB);
+  void* d = dev.memory().allocate(4096);
+  s->copy(d, host.data(), host.size());    // not moved: device memory stays untouched
+  s->copy(host.data(), d, host.size());    // the host reads back zeros
+  s->synchronize();
+  for (unsigned char b : host) ASSERT_EQ(b, 0);
+  dev.memory().free(d);
+}
+
+TEST(TimingOnly, ADeviceHoldsTheProfilesCapacityWithoutResidentMemory) {
+  Runtime runtime(timing_only());
+  DeviceMemory& memory = runtime.device(0).memory();
+  EXPECT_EQ(memory.capacity(), 80ull << 30);  // the H100 profile's, not this machine's
+  const std::uint64_t before = resident_bytes();
+  void* big = memory.allocate(60ull << 30);
+  ASSERT_NE(big, nullptr);
+  EXPECT_LT(resident_bytes() - before, 64ull << 20) << "an unbacked allocation took resident memory";
+  EXPECT_EQ(static_cast<const unsigned char*>(big)[12345], 0);  // reads see zeros
+  EXPECT_THROW(memory.allocate(30ull << 30), OutOfMemoryError);  // 60 + 30 > 80 GiB, as on the GPU
+  memory.free(big);
+  void* again = memory.allocate(70ull << 30);
+  memory.free(again);
+}
+
+TEST(TimingOnly, TheModeNeedsAProfileAndAKnownValue) {
+  ::setenv("OPENREG_EXECUTE", "timing", 1);
+  ::unsetenv("OPENREG_DEVICE_PROFILE");
+  try {
+    Config::from_env();
+    ADD_FAILURE() << "timing-only execution without a profile was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("OPENREG_DEVICE_PROFILE"), std::string::npos) << e.what();
+  }
+  ::setenv("OPENREG_DEVICE_PROFILE", "h100-sxm", 1);
+  const Config c = Config::from_env();
+  EXPECT_EQ(c.execute, ExecuteMode::kTiming);
+  EXPECT_EQ(c.memory_capacity, 80ull << 30);
+  ::setenv("OPENREG_EXECUTE", "dry-run", 1);
+  EXPECT_THROW(Config::from_env(), ConfigError);
+  ::unsetenv("OPENREG_EXECUTE");
+  ::unsetenv("OPENREG_DEVICE_PROFILE");
+}
+
+}  // namespace
+}  // namespace openreg::sim
