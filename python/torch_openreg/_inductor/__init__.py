@@ -289,19 +289,19 @@ class _CodegenVersion(CustomGraphModulePass):
 # expects. Without a profile, for other devices and for collectives (not on the virtual clock yet) it
 # answers what Inductor's default does. Installed when Inductor loads, unless the user set their own.
 def _estimate_op_runtime(snode: Any) -> float:
+    import torch
     from torch._inductor.utils import is_collective
 
     from torch_openreg import _C
 
     node = getattr(snode, "node", None)
-    buffer = snode.get_nodes()[0].get_outputs()[0].node if snode.get_nodes() else None
+    buffer: Any = snode.get_nodes()[0].get_outputs()[0].node if snode.get_nodes() else None
     device = buffer.get_device() if buffer is not None and hasattr(buffer, "get_device") else None
-    if device is None or device.type != "openreg" or node is None or is_collective(node):
+    if buffer is None or device is None or device.type != "openreg" or node is None or is_collective(node):
         return float(snode.get_estimated_runtime())
     flops = float(snode.estimate_flops() or 0)
     nbytes = float(snode.get_read_write_buffers_sizes())
     dtype = buffer.maybe_get_dtype() if hasattr(buffer, "maybe_get_dtype") else None
-    import torch
 
     ns = _C._modelled_kernel_ns(flops, nbytes, dtype or torch.float32, flops > 0)
     if ns is None:
@@ -315,7 +315,7 @@ def register() -> None:
     from torch_openreg import _C
 
     if config.estimate_op_runtime == "default":  # Note [Inductor's runtime estimates]
-        config.estimate_op_runtime = _estimate_op_runtime
+        config.estimate_op_runtime = _estimate_op_runtime  # type: ignore[assignment]  # a str or a callable
     os.environ[_LAUNCHER_VAR] = str(_C._compiled_kernel_launcher())
     _treat_openreg_nodes_as_cpu()
     _openreg_codegen_backend_is_cpp()
