@@ -374,3 +374,71 @@ def test_timing_only_execution_times_a_full_size_matmul_reads_zeros_and_runs_out
     assert [w for w in out["warnings"] if "OPENREG_EXECUTE=timing" in w and "zero" in w]
     assert out["capacity"] == 80 << 30  # the H100 profile's memory, reserved without backing pages
     assert out["oom"]
+
+
+GPT2_STEP = """
+import json, sys, torch, torch.nn as nn
+batch = int(sys.argv[1])
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, h, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x, mask):
+        y = self.ln1(x)
+        x = x + self.attn(y, y, y, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+class GPT(nn.Module):  # GPT-2 124M: 12 layers, d=768, 12 heads, 50257 tokens, 1024 positions
+    def __init__(self, vocab=50257, ctx=1024, d=768, layers=12, heads=12):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
+        mask = torch.triu(torch.full((t, t), float("-inf"), device=idx.device), 1)
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.head(self.ln(x))
+
+with torch.device("meta"):  # no host memory for the values
+    model = GPT()
+model = model.to_empty(device="openreg").to(torch.bfloat16)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+idx = torch.zeros(batch, 1024, dtype=torch.long, device="openreg")
+steps = []
+try:
+    for _ in range(2):
+        with torch.openreg.timing.region() as r:
+            logits = model(idx)
+            loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)).float(), idx.view(-1))
+            loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+            value = loss.item()
+        steps.append([r.wall, r.mfu])
+    print(json.dumps({"steps": steps, "loss": value, "peak": torch.openreg.max_memory_allocated(),
+                      "params": sum(p.numel() for p in model.parameters())}))
+except torch.OutOfMemoryError as e:
+    print(json.dumps({"oom": str(e)}))
+"""
+
+
+def test_a_gpt2_training_step_is_sized_in_timing_only_execution(run_python, check_ok):
+    env = {"OPENREG_EXECUTE": "timing", "OPENREG_DEVICE_COUNT": "1"}
+    first = run_json(run_python, check_ok, GPT2_STEP.replace("int(sys.argv[1])", "12"), env=env)
+    again = run_json(run_python, check_ok, GPT2_STEP.replace("int(sys.argv[1])", "12"), env=env)
+    assert first == again  # the predicted step time, MFU and peak: the same on every run
+    assert 124e6 < first["params"] < 164e6  # GPT-2 124M (its head is not tied to the embedding here)
+    wall, mfu = first["steps"][1]
+    assert 0.01 < wall < 1.0  # seconds on the modelled H100
+    assert 0.05 < mfu < 0.6
+    assert first["loss"] == 0.0  # values are zeros in this mode
+    # Parameters, gradients and AdamW's two states in bf16 at least; less than the H100's 80 GiB.
+    assert 8 * first["params"] < first["peak"] < 80 << 30
+    too_big = run_json(run_python, check_ok, GPT2_STEP.replace("int(sys.argv[1])", "96"), env=env)
+    assert "out of memory" in too_big["oom"].lower()
