@@ -63,17 +63,6 @@ void bind_device(py::module_& m) {
           out["memory_bandwidth"] = p->memory_bandwidth;
           return out;
         }));
-  // The modelled device time of `name.overload` on `args` (tensors, meta ones will do) writing
-  // `outputs`, or None without a profile: the cost model alone, for calibration.
-  m.def("_modelled_op_ns", torch::wrap_pybind_function([](const std::string& name, const std::string& overload,
-                                                          const std::vector<at::Tensor>& args,
-                                                          const std::vector<at::Tensor>& outputs) -> py::object {
-          const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
-          const std::vector<c10::IValue> values(args.begin(), args.end());
-          const auto ns = at::openreg::modelled_op_ns(op, values, outputs);
-          if (!ns) return py::none();
-          return py::float_(*ns);
-        }));
   // The modelled time of a kernel of `flops` and `bytes` in `dtype` (Inductor's runtime estimates), or
   // None without a profile.
   m.def("_modelled_kernel_ns", torch::wrap_pybind_function([](double flops, double bytes, at::ScalarType dtype,

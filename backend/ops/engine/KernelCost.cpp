@@ -168,13 +168,6 @@ sim::KernelCost op_kernel_cost(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   return cost;
 }
 
-std::optional<double> modelled_op_ns(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                                     c10::ArrayRef<at::Tensor> fresh) {
-  const sim::DeviceProfile* profile = sim::Runtime::global().profile();
-  if (profile == nullptr) return std::nullopt;
-  return sim::kernel_time_ns(*profile, op_kernel_cost(op, args, fresh));
-}
-
 std::optional<double> modelled_kernel_ns(double flops, double bytes, at::ScalarType dtype, bool matrix) {
   const sim::DeviceProfile* profile = sim::Runtime::global().profile();
   if (profile == nullptr) return std::nullopt;

@@ -25,13 +25,6 @@ namespace at::openreg {
 //! A memory-bound kernel moving `bytes` (a copy, a fill).
 ::openreg::sim::KernelCost bytes_kernel_cost(double bytes);
 
-//! The device time (ns) the profile models for `op` on `args` writing `fresh`, the cost the clock
-//! gives its kernel; nullopt without a device profile. For calibration (bench/python/timing_model_bench.py):
-//! meta tensors will do, nothing runs.
-OPENREG_BACKEND_API std::optional<double> modelled_op_ns(const c10::OperatorHandle& op,
-                                                         c10::ArrayRef<c10::IValue> args,
-                                                         c10::ArrayRef<at::Tensor> fresh);
-
 //! The device time (ns) the profile models for a kernel of `flops` and `bytes` computing in `dtype`
 //! (on the matrix units when `matrix`, with PyTorch's TF32 flag for fp32), of unknown shape; nullopt
 //! without a device profile. For Inductor's runtime estimates (Note [Inductor's runtime estimates]).
