@@ -40,11 +40,16 @@ double peak_flops(const DeviceProfile& profile, const KernelCost& cost) noexcept
 }
 
 namespace {
+// The output tiles (thread blocks) of a matrix op of known shape.
+double gemm_tiles(const DeviceProfile& profile, const KernelCost& cost) {
+  const double tile = profile.gemm_tile;
+  return std::ceil(static_cast<double>(cost.rows) / tile) * std::ceil(static_cast<double>(cost.cols) / tile);
+}
+
 // tiles / (waves x SMs): how much of the last wave a GEMM's tiles fill, averaged over its waves.
 double wave_efficiency(const DeviceProfile& profile, const KernelCost& cost) {
   if (cost.rows <= 0 || cost.cols <= 0) return 1.0;
-  const double tile = profile.gemm_tile;
-  const double tiles = std::ceil(static_cast<double>(cost.rows) / tile) * std::ceil(static_cast<double>(cost.cols) / tile);
+  const double tiles = gemm_tiles(profile, cost);
   const double waves = std::ceil(tiles / profile.sm_count);
   return tiles / (waves * profile.sm_count);
 }
@@ -64,8 +69,7 @@ double kernel_time_ns(const DeviceProfile& profile, const KernelCost& cost) noex
 double kernel_occupancy(const DeviceProfile& profile, const KernelCost& cost) noexcept {
   double blocks = 0;
   if (cost.matrix && cost.rows > 0 && cost.cols > 0) {
-    blocks = std::ceil(static_cast<double>(cost.rows) / profile.gemm_tile) *
-             std::ceil(static_cast<double>(cost.cols) / profile.gemm_tile);
+    blocks = gemm_tiles(profile, cost);
   } else if (cost.matrix) {
     blocks = profile.sm_count;  // a matrix op of unknown shape: assume it fills the device
   } else {

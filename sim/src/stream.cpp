@@ -235,7 +235,7 @@ void Stream::enqueue(WorkItem* item, const KernelCost* cost) {
   // `enqueued` after its own enqueue covers every item queued ahead of it (it then also waits for a
   // producer still held by the bound, which the same completions release).
   const std::uint64_t ticket = s_->enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
-  const bool marker = item->kind == ItemKind::kEventRecord || item->kind == ItemKind::kEventWait;
+  const bool marker = is_marker(item->kind);
   if (on_device_thread()) {
     detail::g_device_thread_enqueues.fetch_add(1, std::memory_order_relaxed);
   } else if (!marker && s_->completed.load() + s_->queue_depth < ticket) {

@@ -242,7 +242,7 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
   DeviceTimeline& d = *devices_[static_cast<std::size_t>(device)];
   std::lock_guard lock(d.mutex);
   if (stream.ends.empty()) stream.ends.assign(static_cast<std::size_t>(depth_), origin_);
-  const bool marker = item.kind == ItemKind::kEventRecord || item.kind == ItemKind::kEventWait;
+  const bool marker = is_marker(item.kind);
   std::int64_t& ring = stream.ends[stream.issued % depth_];
   if (h != nullptr && !marker && stream.issued >= depth_ && ring > issue) {
     issue = ring;  // the launch queue is full in virtual time: the host waits for room
@@ -296,13 +296,6 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
     d.compute.prune(h->now);
     reached(h->now);
   }
-}
-
-void VirtualClock::stamp_host_record(EventRecord& record) {
-  HostClock& h = host();
-  h.now += to_ns(profile_->launch_ns);
-  record.set_virtual(h.now, weak_from_this());
-  reached(h.now);
 }
 
 void VirtualClock::host_waited(int device, const StreamTimeline& stream) {

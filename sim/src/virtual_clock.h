@@ -41,8 +41,6 @@ class VirtualClock : public std::enable_shared_from_this<VirtualClock> {
   //! a record item's record virtual time. `cost`: a kernel's, or null. `from_device`: issued by a
   //! kernel or host callback (its clock is the issuing item's end, not a host thread's).
   void place(int device, StreamTimeline& stream, WorkItem& item, const KernelCost* cost, bool from_device);
-  //! A host-completed record made now on `device` (Event::record_on_host): stamped with the thread's time.
-  void stamp_host_record(EventRecord& record);
 
   //! The calling host thread waited for `stream` (synchronize, a query that saw it done).
   void host_waited(int device, const StreamTimeline& stream);

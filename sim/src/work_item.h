@@ -18,6 +18,11 @@ namespace openreg::sim {
 
 class CopyEngine;
 
+//! Event records and waits: markers that hold no memory and never wait for launch-queue room.
+inline bool is_marker(ItemKind kind) noexcept {
+  return kind == ItemKind::kEventRecord || kind == ItemKind::kEventWait;
+}
+
 struct WorkItem {
   ItemKind kind = ItemKind::kKernel;
   const char* name = "";
