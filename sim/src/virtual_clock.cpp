@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <iterator>
 #include <limits>
 
@@ -82,7 +83,7 @@ std::int64_t thread_cpu_ns() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::int64_t to_ns(double ns) noexcept { return static_cast<std::int64_t>(ns + 0.5); }
+std::int64_t to_ns(double ns) noexcept { return std::llround(ns); }
 
 // The measure of a union of intervals, kept as they are added in any order. Only recent intervals
 // are remembered (kSpansKeep); an interval overlapping a forgotten one would be counted twice, which
