@@ -30,3 +30,15 @@ launch_us = 2.6                 # kernel launch host cost, 2.6-5 us measured (gp
 host_op_us = 4.0                # assumption: PyTorch eager's own work per op beside the launch
 min_kernel_us = 2.0             # back-to-back kernel gap on the device, ~1-2 us (gpu-anchors.md); high end
 event_record_us = 2.3           # simllm PR 109: event record between kernels ~2.3 us of device time on A100
+# Collectives (Note [Collective cost model] in sim/src/cost_model.cpp)
+ranks_per_node = 8              # NVIDIA DGX/HGX A100: 8 GPUs per node
+ring_bus_gbps = 247             # assumption: peer_gbps x H100's ring bus / peer copy ratio (370/378)
+ll_bus_gbps = 87.7              # NCCL's tuning model, LL protocol's maximum on Ampere within a node (torch/_inductor/comm_analysis.py)
+ll_latency_us = 5.0             # assumption: as on H100 (NCCL's tuning model gives both generations the same base latencies)
+simple_latency_us = 8.0         # assumption: as on H100
+hop_latency_us = 0.6            # NCCL's tuning model: NVLink LL step latency (torch/_inductor/comm_analysis.py)
+network_gbps = 25               # NVIDIA DGX A100: 8 x 200 Gb/s HDR InfiniBand, one per GPU
+network_ll_bus_gbps = 22.5      # NCCL's tuning model, LL protocol's maximum on Ampere across 2 nodes
+network_latency_us = 30         # assumption: as the H100 profile's (fit to EFA; InfiniBand is lower)
+network_setup_us = 440          # assumption: as the H100 profile's
+comm_compute_slowdown = 0.19    # arXiv 2507.03114: compute slows 18.9% on average (40% worst) beside communication

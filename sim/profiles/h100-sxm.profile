@@ -32,3 +32,18 @@ launch_us = 2.6                 # kernel launch host cost, 2.6-5 us measured (gp
 host_op_us = 4.0                # assumption: PyTorch eager's own work per op beside the launch (OPENREG_HOST_TIME=measured measures it)
 min_kernel_us = 2.0             # back-to-back kernel gap on the device, ~1-2 us (gpu-anchors.md); high end
 event_record_us = 2.3           # simllm PR 109: event record between kernels ~2.3 us of device time (measured on A100)
+# Collectives (Note [Collective cost model] in sim/src/cost_model.cpp). "fit" marks a figure chosen so
+# that the model meets a published curve (bench/python/collective_bench.py prints the comparison).
+ranks_per_node = 8              # NVIDIA HGX H100: 8 GPUs per node
+ring_bus_gbps = 370             # nccl-tests issues 212 and 309: 8xH100 all_reduce with NVLS off, ~370 GB/s bus bandwidth
+ll_bus_gbps = 141               # NCCL's tuning model, LL protocol's maximum on Hopper within a node (torch/_inductor/comm_analysis.py)
+nvls_bus_gbps = 480             # nccl-tests issue 212 (NCCL maintainer): 8xH100 all_reduce NVLS ~480 GB/s bus bandwidth at >= 1 GiB
+ll_latency_us = 5.0             # fit: small 8-rank all_reduce 6-25 us (NVIDIA/nccl issues 1259, 1940) with 14 ring steps
+simple_latency_us = 8.0         # assumption: NCCL's Simple protocol's base latency order (its tuning model's 6.6-8.4 us)
+nvls_latency_us = 18.0          # fit: NCCL picks NVLS from about 2 MB up, ring below 1 MB (nccl-tests issue 309)
+hop_latency_us = 0.6            # NCCL's tuning model: NVLink LL step latency (torch/_inductor/comm_analysis.py)
+network_gbps = 50               # 400 Gb/s per GPU: ConnectX-7 NDR InfiniBand, or EFA's 3.2 Tb/s per 8-GPU node
+network_ll_bus_gbps = 45        # NCCL's tuning model, LL protocol's maximum on Hopper across 2 nodes
+network_latency_us = 30         # fit: 2x8 H100 over EFA, tiny all_reduce 65-75 us (AWS awsome-distributed-training)
+network_setup_us = 440          # fit: 2x8 H100 over EFA, bus bandwidth 343 GB/s at 256 MB to 487 GB/s at 16 GB (same source)
+comm_compute_slowdown = 0.19    # arXiv 2507.03114: compute slows 18.9% on average (40% worst) beside communication

@@ -29,3 +29,16 @@ launch_us = 2.6                 # assumption: as CUDA's launch cost (gpu-anchors
 host_op_us = 4.0                # assumption: PyTorch eager's own work per op beside the launch
 min_kernel_us = 2.0             # assumption: as CUDA's back-to-back kernel gap (gpu-anchors.md)
 event_record_us = 2.3           # assumption: as the A100 measurement (simllm PR 109)
+# Collectives (Note [Collective cost model] in sim/src/cost_model.cpp): RCCL's ring and tree; no switch
+# reductions (no NVLS).
+ranks_per_node = 8              # AMD Instinct MI300X platform: 8 GPUs per node, fully connected
+ring_bus_gbps = 368             # assumption: 7 peer links x 64 GB/s x H100's ring bus / NVLink datasheet ratio (370/450)
+ll_bus_gbps = 141               # assumption: as the H100 profile's
+ll_latency_us = 5.0             # assumption: as the H100 profile's
+simple_latency_us = 8.0         # assumption: as the H100 profile's
+hop_latency_us = 0.6            # assumption: as the H100 profile's
+network_gbps = 50               # AMD MI300X platform: 8 x 400 Gb/s NICs, one per GPU
+network_ll_bus_gbps = 45        # assumption: as the H100 profile's
+network_latency_us = 30         # assumption: as the H100 profile's
+network_setup_us = 440          # assumption: as the H100 profile's
+comm_compute_slowdown = 0.19    # arXiv 2507.03114: compute slows 18.9% on average (40% worst) beside communication

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace openreg::sim {
 
@@ -91,6 +92,106 @@ double copy_time_ns(const DeviceProfile& profile, CopyRoute route, std::size_t b
       return std::max(profile.min_kernel_ns, 2 * b / (profile.memory_bandwidth * profile.memory_efficiency) * 1e9);
   }
   return 0;
+}
+
+// Note [Collective cost model]
+// A collective's time is what NCCL's own choice would take: each algorithm and protocol that could run
+// it is timed as latency + bytes on the busiest link / that link's rate, and the fastest wins, as
+// NCCL's tuner picks by its own estimates. Sizes are nccl-tests' (CollectiveShape::bytes) and rates are
+// its bus bandwidths, so a profile's figures are read straight off published nccl-tests results: the
+// bytes each rank moves are bytes x bus_factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather,
+// reduce_scatter and all_to_all, 1 for the rooted ones and send/recv).
+// Within a node (nodes == 1):
+//  - ring, LL protocol: ll_latency + steps x hop_latency + moved / ll_bus (low latency, low rate: the
+//    small-message choice);
+//  - ring, Simple protocol: simple_latency + steps x hop_latency + moved / ring_bus;
+//  - NVLS (all_reduce, all_gather, reduce_scatter, where the profile has it): the switch reduces, so
+//    no ring steps: nvls_latency + moved / nvls_bus.
+//  - send/recv: the peer link (peer_latency + bytes / peer_bandwidth), as a peer copy.
+// Across nodes (g = ranks / nodes per node, N = nodes), each GPU has its own NIC (network_bandwidth):
+//  - tree, LL protocol (the small-message choice): ll_latency + 2 log2(N) x network_latency + the node's
+//    ring steps + moved / network_ll_bus;
+//  - all_reduce, hierarchical (NCCL's NVLS-tree / tree, Simple protocol): each GPU reduces its 1/g
+//    share within the node, all-reduces it with its peers in the other nodes over its own NIC, and
+//    gathers within the node; the stages pipeline, so the slower one sets the rate: network_setup +
+//    max(2(g-1)/g x bytes / best node rate, 2(N-1)/N x bytes/g / network_bandwidth);
+//  - the others, ring over all ranks, striped over the node's g NICs: network_setup + moved /
+//    min(ring_bus, g x network_bandwidth) (all_to_all: the (n-g)/n that leaves the node over its NIC);
+//  - send/recv: network_latency + bytes / network_bandwidth.
+// network_setup and network_latency are fitted to a published two-node curve (the profile says so).
+// Not modelled: link contention between groups (two collectives at once each get the full rate),
+// NCCL's channel counts, and message sizes that are not a multiple of its chunk size.
+// While a collective runs, the kernels of its device that overlap it take comm_compute_slowdown longer
+// (Note [Virtual time]).
+
+namespace {
+int steps(CollectiveKind kind, int ranks) noexcept {
+  if (ranks <= 1) return 0;
+  return kind == CollectiveKind::kAllReduce ? 2 * (ranks - 1) : kind == CollectiveKind::kSendRecv ? 1 : ranks - 1;
+}
+}  // namespace
+
+double bus_factor(CollectiveKind kind, int ranks) noexcept {
+  const double n = std::max(1, ranks);
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return 2 * (n - 1) / n;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll: return (n - 1) / n;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kSendRecv: return 1;
+  }
+  return 1;
+}
+
+CollectiveTime collective_time(const DeviceProfile& p, const CollectiveShape& shape) noexcept {
+  const int n = std::max(1, shape.ranks);
+  const int nodes = std::clamp(shape.nodes, 1, n);
+  const double bytes = std::max(0.0, shape.bytes);
+  const CollectiveKind kind = shape.kind;
+  if (n == 1) return {p.min_kernel_ns, "local"};  // a one-rank group: a local copy at most
+  const double moved = bytes * bus_factor(kind, n);
+  CollectiveTime best{std::numeric_limits<double>::infinity(), ""};
+  auto consider = [&best](double ns, const char* algorithm) {
+    if (ns < best.ns) best = {ns, algorithm};
+  };
+  const bool nvls_kind = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kAllGather ||
+                         kind == CollectiveKind::kReduceScatter;
+  if (nodes == 1) {
+    if (kind == CollectiveKind::kSendRecv) return {p.peer_latency_ns + bytes / p.peer_bandwidth * 1e9, "p2p"};
+    const double ring_steps = steps(kind, n) * p.hop_latency_ns;
+    consider(p.ll_latency_ns + ring_steps + moved / p.ll_bus_bandwidth * 1e9, "ring/LL");
+    consider(p.simple_latency_ns + ring_steps + moved / p.ring_bus_bandwidth * 1e9, "ring");
+    if (nvls_kind && p.nvls_bus_bandwidth > 0) consider(p.nvls_latency_ns + moved / p.nvls_bus_bandwidth * 1e9, "nvls");
+    return best;
+  }
+  if (kind == CollectiveKind::kSendRecv) return {p.network_latency_ns + bytes / p.network_bandwidth * 1e9, "p2p"};
+  const int g = (n + nodes - 1) / nodes;  // ranks per node
+  const double node_steps = steps(kind, g) * p.hop_latency_ns;
+  const double tree_depth = std::ceil(std::log2(static_cast<double>(nodes)));
+  consider(p.ll_latency_ns + 2 * tree_depth * p.network_latency_ns + node_steps + moved / p.network_ll_bus_bandwidth * 1e9,
+           "tree/LL");
+  const double nics = g * p.network_bandwidth;
+  switch (kind) {
+    case CollectiveKind::kAllReduce: {
+      const double node_rate = std::max(p.ring_bus_bandwidth, p.nvls_bus_bandwidth);
+      const double within = 2.0 * (g - 1) / g * bytes / node_rate;
+      const double across = 2.0 * (nodes - 1) / nodes * bytes / g / p.network_bandwidth;
+      consider(p.network_setup_ns + node_steps + std::max(within, across) * 1e9, "hierarchical");
+      break;
+    }
+    case CollectiveKind::kAllToAll: {
+      const double within = bytes * (g - 1) / n / p.ring_bus_bandwidth;
+      const double across = bytes * (n - g) / n / p.network_bandwidth;
+      consider(p.network_setup_ns + std::max(within, across) * 1e9, "ring");
+      break;
+    }
+    default:
+      consider(p.network_setup_ns + node_steps + moved / std::min(p.ring_bus_bandwidth, nics) * 1e9, "ring");
+      break;
+  }
+  return best;
 }
 
 }  // namespace openreg::sim

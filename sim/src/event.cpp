@@ -119,16 +119,28 @@ void HostRecord::set_trace(const char* name, std::int64_t lane) noexcept {
 
 void HostRecord::mark_started() noexcept { trace_start_ns_.store(now_ns(), std::memory_order_release); }
 
+void HostRecord::set_virtual_span(std::int64_t start, std::int64_t end, const std::shared_ptr<VirtualClock>& clock) noexcept {
+  record_->set_virtual(end, clock);
+  virtual_start_ns_.store(start, std::memory_order_relaxed);  // published by the end's release store
+  virtual_end_ns_.store(end, std::memory_order_release);
+}
+
 bool HostRecord::finish(std::string failure) {
   // acq_rel: the winner's writes to the record must not be reordered before its claim; losers only
   // need to know they lost.
   if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
   // acquire: pairs with set_trace/mark_started, which may have run on another host thread.
   const char* name = trace_name_.load(std::memory_order_acquire);
-  const std::int64_t start = trace_start_ns_.load(std::memory_order_acquire);
+  std::int64_t start = trace_start_ns_.load(std::memory_order_acquire);
+  std::int64_t end = now_ns();
+  // acquire: pairs with set_virtual_span. With a profile the span shown is the modelled one.
+  if (const std::int64_t vend = virtual_end_ns_.load(std::memory_order_acquire); vend >= 0) {
+    start = virtual_start_ns_.load(std::memory_order_relaxed);
+    end = vend;
+  }
   if (name != nullptr && start != 0 && trace_enabled()) {
     trace_record({name, record_->device(), trace_lane_.load(std::memory_order_relaxed), ItemKind::kHostCallback, start,
-                  now_ns(), 0, kNoCorrelation, start});
+                  end, 0, kNoCorrelation, start});
   }
   Event::complete_from_host(*record_, std::move(failure));
   return true;

@@ -42,6 +42,7 @@ struct Field {
   // `number(lo, hi, whole)` parses the value as a number in [lo, hi] (a whole one if `whole`), or throws.
   std::function<void(DeviceProfile&, std::string_view value, const std::function<double(double, double, bool)>& number)>
       set;
+  bool may_be_zero = false;  // a required number that may be 0 (required ones are positive otherwise)
 };
 
 // A positive number of `unit`s, scaled to the struct's unit.
@@ -103,6 +104,23 @@ const std::map<std::string, Field, std::less<>>& fields() {
     (*f)["host_op_us"] = number_field(&DeviceProfile::host_op_ns, 1e3);
     (*f)["min_kernel_us"] = number_field(&DeviceProfile::min_kernel_ns, 1e3);
     (*f)["event_record_us"] = number_field(&DeviceProfile::event_record_ns, 1e3);
+    (*f)["ranks_per_node"] = int_field(&DeviceProfile::ranks_per_node);
+    (*f)["ring_bus_gbps"] = number_field(&DeviceProfile::ring_bus_bandwidth, 1e9);
+    (*f)["ll_bus_gbps"] = number_field(&DeviceProfile::ll_bus_bandwidth, 1e9);
+    (*f)["nvls_bus_gbps"] = number_field(&DeviceProfile::nvls_bus_bandwidth, 1e9, /*required=*/false);
+    (*f)["ll_latency_us"] = number_field(&DeviceProfile::ll_latency_ns, 1e3);
+    (*f)["simple_latency_us"] = number_field(&DeviceProfile::simple_latency_ns, 1e3);
+    (*f)["nvls_latency_us"] = number_field(&DeviceProfile::nvls_latency_ns, 1e3, /*required=*/false);
+    (*f)["hop_latency_us"] = number_field(&DeviceProfile::hop_latency_ns, 1e3);
+    (*f)["network_gbps"] = number_field(&DeviceProfile::network_bandwidth, 1e9);
+    (*f)["network_ll_bus_gbps"] = number_field(&DeviceProfile::network_ll_bus_bandwidth, 1e9);
+    (*f)["network_latency_us"] = number_field(&DeviceProfile::network_latency_ns, 1e3);
+    (*f)["network_setup_us"] = number_field(&DeviceProfile::network_setup_ns, 1e3);
+    (*f)["comm_compute_slowdown"] = {true,
+                                     [](DeviceProfile& p, std::string_view, const auto& number) {
+                                       p.comm_compute_slowdown = number(0, 1, false);
+                                     },
+                                     /*may_be_zero=*/true};
     return f;
   }();
   return *all;
@@ -146,7 +164,7 @@ std::shared_ptr<const DeviceProfile> parse_device_profile(std::string_view text,
     if (value.empty()) fail(line_no, "field '" + std::string(key) + "' has no value");
     if (source.empty()) fail(line_no, "field '" + std::string(key) + "' names no source (a `# ...` comment after the value)");
     // Required numbers must be positive; optional ones (the per-format peaks) may be 0.
-    const bool positive = it->second.required;
+    const bool positive = it->second.required && !it->second.may_be_zero;
     auto number = [&](double lo, double hi, bool whole = false) {
       const std::string v(value);
       char* stop = nullptr;

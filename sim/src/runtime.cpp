@@ -1,4 +1,5 @@
 #include "virtual_clock.h"
+#include "openreg/sim/event.h"
 #include "openreg/sim/runtime.h"
 
 #include <oneapi/tbb/global_control.h>
@@ -259,5 +260,17 @@ DeviceTimeStats Runtime::device_time_stats(int index) {
 }
 
 VirtualClock* Runtime::virtual_clock() const noexcept { return s_->clock.get(); }
+
+void Runtime::place_communication(int index, std::int64_t start_ns, std::int64_t end_ns, HostRecord* end) {
+  device(index);  // throws for bad indices
+  if (!s_->clock) return;
+  if (start_ns < 0 || end_ns < start_ns) {
+    throw_error(Errc::kInvalidArgument, "place_communication: the span [" + std::to_string(start_ns) + ", " +
+                                         std::to_string(end_ns) + ") is not a virtual time span");
+  }
+  const std::int64_t origin = s_->clock->origin_ns();
+  s_->clock->place_communication(index, origin + start_ns, origin + end_ns);
+  if (end != nullptr) end->set_virtual_span(origin + start_ns, origin + end_ns, s_->clock);
+}
 
 }  // namespace openreg::sim

@@ -44,6 +44,11 @@ namespace openreg::sim {
 //    each taking its copies one after another in issue order, beside the compute units (so copies
 //    overlap kernels, and each other across engines).
 //  - event records take event_record_ns on their stream; waits and host callbacks take none.
+//  - communication: a collective is placed by its caller (Runtime::place_communication), which knows
+//    when every rank reached it (Note [Collectives on the virtual clock] in
+//    python/torch_openreg/_distributed/_clock.py), before anything can wait for its end. Kernels
+//    placed over it afterwards take comm_compute_slowdown longer for the time they overlap it (NCCL's
+//    kernels take SMs and memory bandwidth); kernels placed before it keep their times.
 //
 // The host's clock: each host thread has one. Each item it issues advances it by the profile's
 // launch cost, plus, for kernels and copies, the framework's own work per op: the profile's host_op_ns
@@ -107,6 +112,15 @@ class IntervalUnion {
     if (spans_.size() > kSpansKeep) spans_.erase(spans_.begin());  // its measure stays counted
   }
   std::int64_t measure() const noexcept { return measure_; }
+  //! The measure of [a, b) that the remembered intervals cover.
+  std::int64_t overlap(std::int64_t a, std::int64_t b) const {
+    std::int64_t covered = 0;
+    auto it = spans_.upper_bound(a);
+    if (it != spans_.begin()) --it;
+    for (; it != spans_.end() && it->first < b; ++it) covered += std::max<std::int64_t>(0, std::min(b, it->second) - std::max(a, it->first));
+    return covered;
+  }
+  bool empty() const noexcept { return spans_.empty(); }
 
  private:
   std::map<std::int64_t, std::int64_t> spans_;  // start -> end, disjoint
@@ -119,11 +133,14 @@ class Calendar {
  public:
   explicit Calendar(std::int64_t origin) { used_.emplace(origin, 0.0); }
 
-  //! Reserves `share` of the SMs for `duration` from the earliest time >= ready it fits; returns it.
-  std::int64_t reserve(std::int64_t ready, std::int64_t duration, double share) {
+  //! Reserves `share` of the SMs from the earliest time t >= ready at which they are free for
+  //! duration_at(t); returns t and sets `duration` to duration_at(t).
+  template <typename DurationAt>
+  std::int64_t reserve(std::int64_t ready, const DurationAt& duration_at, double share, std::int64_t& duration) {
     ready = std::max(ready, used_.begin()->first);
     std::int64_t t = ready;
     for (;;) {
+      duration = duration_at(t);
       std::int64_t past_conflict = -1;
       for (auto s = std::prev(used_.upper_bound(t)); s != used_.end() && s->first < t + duration; ++s) {
         if (s->second + share > 1.0 + 1e-9) {
@@ -179,7 +196,8 @@ struct VirtualClock::DeviceTimeline {
   Calendar compute;
   // When each copy engine can take its next copy: host-to-device, device-to-host, and peer/device-local.
   std::int64_t engine_free[3];
-  IntervalUnion kernels_busy, copies_busy, all_busy;
+  // all_busy: anything; work_busy: kernels or copies (all_busy less work_busy is exposed communication).
+  IntervalUnion kernels_busy, copies_busy, comm_busy, work_busy, all_busy;
   std::int64_t kernels = 0;
   double peak_ns = 0;
   std::int64_t end;  // latest end of anything placed
@@ -254,11 +272,18 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
   std::int64_t end = ready;
   switch (item.kind) {
     case ItemKind::kKernel: {
-      const std::int64_t duration = to_ns(cost != nullptr ? kernel_time_ns(p, *cost) : p.min_kernel_ns);
+      const std::int64_t alone = to_ns(cost != nullptr ? kernel_time_ns(p, *cost) : p.min_kernel_ns);
       const double share = cost != nullptr ? kernel_occupancy(p, *cost) : 1.0 / p.sm_count;
-      start = d.compute.reserve(ready, duration, share);
+      // A kernel beside a collective runs comm_compute_slowdown slower for the time they overlap.
+      auto duration_at = [&](std::int64_t t) {
+        if (d.comm_busy.empty() || p.comm_compute_slowdown <= 0) return alone;
+        return alone + to_ns(p.comm_compute_slowdown * static_cast<double>(d.comm_busy.overlap(t, t + alone)));
+      };
+      std::int64_t duration = alone;
+      start = d.compute.reserve(ready, duration_at, share, duration);
       end = start + duration;
       d.kernels_busy.add(start, end);
+      d.work_busy.add(start, end);
       d.all_busy.add(start, end);
       ++d.kernels;
       if (cost != nullptr && cost->flops > 0) d.peak_ns += cost->flops / peak_flops(p, *cost) * 1e9;
@@ -270,6 +295,7 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
       end = start + to_ns(copy_time_ns(p, item.route, item.bytes, item.pinned));
       engine = end;
       d.copies_busy.add(start, end);
+      d.work_busy.add(start, end);
       d.all_busy.add(start, end);
       const bool pageable = !item.pinned && (item.route == CopyRoute::kHostToDevice || item.route == CopyRoute::kDeviceToHost);
       if (h != nullptr && pageable) h->now = std::max(h->now, end);  // synchronous, as on CUDA
@@ -297,6 +323,14 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
     d.compute.prune(h->now);
     reached(h->now);
   }
+}
+
+void VirtualClock::place_communication(int device, std::int64_t start, std::int64_t end) {
+  DeviceTimeline& d = *devices_[static_cast<std::size_t>(device)];
+  std::lock_guard lock(d.mutex);
+  d.comm_busy.add(start, end);
+  d.all_busy.add(start, end);
+  d.end = std::max(d.end, end);
 }
 
 void VirtualClock::host_waited(int device, const StreamTimeline& stream) {
@@ -336,7 +370,9 @@ DeviceTimeStats VirtualClock::stats(int device) {
   DeviceTimeStats s;
   s.compute_busy_ns = d.kernels_busy.measure();
   s.copy_busy_ns = d.copies_busy.measure();
+  s.comm_busy_ns = d.comm_busy.measure();
   s.busy_ns = d.all_busy.measure();
+  s.exposed_comm_ns = s.busy_ns - d.work_busy.measure();
   s.kernels = d.kernels;
   s.peak_ns = d.peak_ns;
   s.end_ns = d.end - origin_;

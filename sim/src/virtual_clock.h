@@ -42,6 +42,11 @@ class VirtualClock : public std::enable_shared_from_this<VirtualClock> {
   //! kernel or host callback (its clock is the issuing item's end, not a host thread's).
   void place(int device, StreamTimeline& stream, WorkItem& item, const KernelCost* cost, bool from_device);
 
+  //! A collective runs on `device` over [start, end) (absolute virtual ns; Note [Collective cost model]
+  //! in cost_model.cpp): its communication time, and the kernels placed over it from now on run the
+  //! profile's comm_compute_slowdown slower.
+  void place_communication(int device, std::int64_t start, std::int64_t end);
+
   //! The calling host thread waited for `stream` (synchronize, a query that saw it done).
   void host_waited(int device, const StreamTimeline& stream);
   //! ... for everything issued on `device`.

@@ -173,5 +173,51 @@ TEST_F(CostModel, CopiesTakeTheirLinksRateAndLatency) {
   EXPECT_NEAR(2.0 * gib / d2d, 3000, 30);  // bytes per ns = GB/s
 }
 
+// Note [Collective cost model]: each candidate algorithm's time by hand, and the fastest chosen.
+TEST_F(CostModel, ASmallAllReduceOnOneNodeTakesTheLowLatencyRing) {
+  const CollectiveTime t = collective_time(*h100, {CollectiveKind::kAllReduce, 8, 8, 1});
+  EXPECT_STREQ(t.algorithm, "ring/LL");
+  // ll_latency 5 us + 2(8-1) ring steps of 0.6 us + 8 B x 2(7)/8 at 141 GB/s.
+  EXPECT_NEAR(t.ns, 5000 + 14 * 600 + 8 * 1.75 / 141e9 * 1e9, 1e-6);
+  EXPECT_GT(t.ns, 6000);  // the published 6-25 us band of small 8-rank all_reduces
+  EXPECT_LT(collective_time(*h100, {CollectiveKind::kAllReduce, 65536, 8, 1}).ns, 25000);
+}
+
+TEST_F(CostModel, ALargeAllReduceOnOneNodeTakesNvlsAndWithoutItTheRing) {
+  const double gib = 1024.0 * 1024 * 1024;
+  const CollectiveTime nvls = collective_time(*h100, {CollectiveKind::kAllReduce, gib, 8, 1});
+  EXPECT_STREQ(nvls.algorithm, "nvls");
+  EXPECT_NEAR(nvls.ns, 18000 + gib * 1.75 / 480e9 * 1e9, 1e-3);
+  DeviceProfile no_nvls = *h100;
+  no_nvls.nvls_bus_bandwidth = 0;
+  const CollectiveTime ring = collective_time(no_nvls, {CollectiveKind::kAllReduce, gib, 8, 1});
+  EXPECT_STREQ(ring.algorithm, "ring");
+  EXPECT_NEAR(ring.ns, 8000 + 14 * 600 + gib * 1.75 / 370e9 * 1e9, 1e-3);
+  // NCCL's switch points on 8 H100s: the ring below 1 MB, NVLS from 2 MB.
+  EXPECT_STRNE(collective_time(*h100, {CollectiveKind::kAllReduce, 1 << 20, 8, 1}).algorithm, "nvls");
+  EXPECT_STREQ(collective_time(*h100, {CollectiveKind::kAllReduce, 2 << 20, 8, 1}).algorithm, "nvls");
+}
+
+TEST_F(CostModel, AcrossNodesAllReduceIsHierarchicalAndTheOthersRingOverEveryNic) {
+  const double gib = 1024.0 * 1024 * 1024;
+  // 2 nodes x 8: within a node at NVLS's rate, across at 1/8 of the bytes per 50 GB/s NIC; the slower sets it.
+  const CollectiveTime ar = collective_time(*h100, {CollectiveKind::kAllReduce, gib, 16, 2});
+  EXPECT_STREQ(ar.algorithm, "hierarchical");
+  const double within = 2.0 * 7 / 8 * gib / 480e9;
+  const double across = 2.0 * 1 / 2 * gib / 8 / 50e9;
+  EXPECT_NEAR(ar.ns, 440000 + 14 * 600 + std::max(within, across) * 1e9, 1e-3);
+  const CollectiveTime ag = collective_time(*h100, {CollectiveKind::kAllGather, gib, 16, 2});
+  EXPECT_STREQ(ag.algorithm, "ring");
+  EXPECT_NEAR(ag.ns, 440000 + 7 * 600 + gib * 15 / 16 / std::min(370e9, 8 * 50e9) * 1e9, 1e-3);
+  // Tiny messages take the low-latency tree: about the published 65-75 us over EFA.
+  const CollectiveTime tiny = collective_time(*h100, {CollectiveKind::kAllReduce, 8, 16, 2});
+  EXPECT_STREQ(tiny.algorithm, "tree/LL");
+  EXPECT_NEAR(tiny.ns, 5000 + 2 * 30000 + 14 * 600 + 8 * 2.0 * 15 / 16 / 45e9 * 1e9, 1e-3);
+  // Send/recv: the peer link within a node, the NIC across.
+  EXPECT_NEAR(collective_time(*h100, {CollectiveKind::kSendRecv, gib, 2, 1}).ns, 2000 + gib / 378e9 * 1e9, 1e-3);
+  EXPECT_NEAR(collective_time(*h100, {CollectiveKind::kSendRecv, gib, 2, 2}).ns, 30000 + gib / 50e9 * 1e9, 1e-3);
+  EXPECT_STREQ(collective_time(*h100, {CollectiveKind::kAllReduce, gib, 1, 1}).algorithm, "local");
+}
+
 }  // namespace
 }  // namespace openreg::sim

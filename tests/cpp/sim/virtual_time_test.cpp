@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "openreg/sim/cost.h"
 #include "openreg/sim/device.h"
+#include "openreg/sim/error.h"
 #include "openreg/sim/event.h"
 #include "openreg/sim/profile.h"
 #include "openreg/sim/runtime.h"
@@ -95,6 +97,48 @@ TEST_F(VirtualTime, AWaitStartsAfterTheRecordItWaitsForOnAnotherDevice) {
   a->synchronize();
   const auto t = stop();
   EXPECT_EQ(t.at("consumer").start, t.at("producer").end + static_cast<std::int64_t>(p.event_record_ns));
+}
+
+// A collective placed on the clock (Runtime::place_communication): its end is where a stream that
+// waits for it continues, kernels over it run comm_compute_slowdown slower, and the device's
+// statistics count its time, the part of it with nothing else running being exposed.
+TEST_F(VirtualTime, ACollectiveEndsWhereItWasPlacedAndSlowsTheKernelsBesideIt) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  auto compute = runtime.device(0).create_stream();
+  auto end = Event::create();
+  auto collective = end->record_on_host(0);
+  collective->set_trace("collective:allreduce", 99);
+  collective->mark_started();
+  const std::int64_t start = runtime.virtual_now_ns() + 1'000'000;
+  runtime.place_communication(0, start, start + 4'000'000, collective.get());
+  // Issued now: a 0.5 ms kernel that ends before the collective starts, then a 2 ms one that the
+  // collective's start overtakes, then one that waits for the collective's end.
+  compute->launch("before", [] {}, gemm(0.5, p));
+  compute->launch("beside", [] {}, gemm(2.0, p));
+  compute->wait(end);
+  compute->launch("after", [] {}, small_kernel(1024));
+  collective->complete();
+  compute->synchronize();
+  const auto t = stop();
+  const Span c = t.at("collective:allreduce");  // trace times are absolute; compare differences
+  EXPECT_EQ(c.end - c.start, 4'000'000);
+  const Span before = t.at("before");
+  const Span beside = t.at("beside");
+  EXPECT_EQ(before.end - before.start, 500'000);
+  EXPECT_LT(before.end, c.start);
+  EXPECT_EQ(beside.start, before.end);
+  const std::int64_t covered = std::min(beside.start + 2'000'000, c.end) - std::max(beside.start, c.start);
+  ASSERT_GT(covered, 1'000'000);
+  EXPECT_EQ(beside.end - beside.start, 2'000'000 + std::llround(p.comm_compute_slowdown * static_cast<double>(covered)));
+  EXPECT_EQ(t.at("after").start, std::max(c.end, beside.end));
+  const DeviceTimeStats stats = runtime.device_time_stats(0);
+  EXPECT_EQ(stats.comm_busy_ns, 4'000'000);
+  // Exposed: the collective's time with no kernel beside it, from the slowed kernel's end to its end.
+  ASSERT_LT(beside.end, c.end);
+  EXPECT_EQ(stats.exposed_comm_ns, c.end - beside.end);
+  // A span that is not one is refused.
+  EXPECT_THROW(runtime.place_communication(0, 10, 5, nullptr), Error);
 }
 
 TEST_F(VirtualTime, CopiesRunOnTheirEngineBesideKernels) {

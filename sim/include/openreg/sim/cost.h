@@ -38,4 +38,25 @@ OPENREG_SIM_API double copy_time_ns(const DeviceProfile& profile, CopyRoute rout
 //! matrix op and they have the format, else the vector units' (fp32's when they lack the format).
 OPENREG_SIM_API double peak_flops(const DeviceProfile& profile, const KernelCost& cost) noexcept;
 
+//! A collective as NCCL sizes it (nccl-tests' "size"), for its modelled time.
+enum class CollectiveKind : std::uint8_t { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kSendRecv };
+struct CollectiveShape {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  //! all_reduce, broadcast, reduce: the buffer; all_gather: the gathered output; reduce_scatter: the
+  //! input being scattered; all_to_all: one rank's send buffer; send/recv: the message.
+  double bytes = 0;
+  int ranks = 1;  //!< ranks taking part (2 for send/recv)
+  int nodes = 1;  //!< nodes they span (ranks spread evenly over them)
+};
+//! A collective's modelled time and the algorithm (and protocol) the model chose for it: "ring/LL",
+//! "ring", "nvls", "tree/LL", "hierarchical", "p2p", "local".
+struct CollectiveTime {
+  double ns = 0;
+  const char* algorithm = "";
+};
+//! Device time of a collective on a group of ranks of `profile`'s GPUs (Note [Collective cost model]).
+OPENREG_SIM_API CollectiveTime collective_time(const DeviceProfile& profile, const CollectiveShape& shape) noexcept;
+//! nccl-tests' bus bandwidth factor of `kind` over `ranks` (busbw = bytes / time x factor).
+OPENREG_SIM_API double bus_factor(CollectiveKind kind, int ranks) noexcept;
+
 }  // namespace openreg::sim

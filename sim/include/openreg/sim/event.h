@@ -18,6 +18,7 @@ class Stream;
 struct WorkItem;     // private to the library
 struct EventRecord;  // private to the library
 class HostRecord;
+class VirtualClock;  // private to the library
 
 class OPENREG_SIM_API Event {
  public:
@@ -101,8 +102,12 @@ class OPENREG_SIM_API HostRecord {
 
  private:
   friend class Event;
+  friend class Runtime;
   explicit HostRecord(std::shared_ptr<EventRecord> record);
   bool finish(std::string failure);
+  // Runtime::place_communication: the record ends at virtual time `end` (absolute ns) for whoever
+  // waits on it, and is traced over [start, end).
+  void set_virtual_span(std::int64_t start, std::int64_t end, const std::shared_ptr<VirtualClock>& clock) noexcept;
 
   std::shared_ptr<EventRecord> record_;
   std::atomic<bool> claimed_{false};  // set by the one finish() that completes the record
@@ -111,6 +116,8 @@ class OPENREG_SIM_API HostRecord {
   std::atomic<const char*> trace_name_{nullptr};
   std::atomic<std::int64_t> trace_lane_{0};
   std::atomic<std::int64_t> trace_start_ns_{0};
+  std::atomic<std::int64_t> virtual_start_ns_{-1};  // the virtual span, when placed on a profile's clock
+  std::atomic<std::int64_t> virtual_end_ns_{-1};
 };
 
 }  // namespace openreg::sim

@@ -52,6 +52,24 @@ struct OPENREG_SIM_API DeviceProfile {
   double host_op_ns = 0;       //!< host time of the framework's own work per op (modelled host time)
   double min_kernel_ns = 0;    //!< the shortest a kernel takes on the device
   double event_record_ns = 0;  //!< device time an event record takes
+
+  // Collectives: NCCL's (RCCL's) algorithms over this chip's links (Note [Collective cost model] in
+  // sim/src/cost_model.cpp). Bus bandwidths are nccl-tests' "busbw" (algorithm-independent).
+  int ranks_per_node = 0;               //!< GPUs per node: how ranks fall into nodes by default
+  double ring_bus_bandwidth = 0;        //!< bytes/s, ring algorithm, Simple protocol, within a node
+  double ll_bus_bandwidth = 0;          //!< bytes/s, low-latency (LL) protocol, within a node
+  double nvls_bus_bandwidth = 0;        //!< bytes/s, NVLink SHARP (switch reductions); 0: none
+  double ll_latency_ns = 0;             //!< fixed cost of an LL-protocol collective
+  double simple_latency_ns = 0;         //!< fixed cost of a Simple-protocol collective
+  double nvls_latency_ns = 0;           //!< fixed cost of an NVLS collective
+  double hop_latency_ns = 0;            //!< per ring or tree step within a node
+  double network_bandwidth = 0;         //!< bytes/s one way per GPU between nodes (its NIC)
+  double network_ll_bus_bandwidth = 0;  //!< bytes/s bus, LL protocol across nodes
+  double network_latency_ns = 0;        //!< per step between nodes
+  double network_setup_ns = 0;          //!< fixed cost of a Simple-protocol collective across nodes
+  //! Fraction by which a kernel slows while a collective runs beside it on its device (NCCL's kernels
+  //! take SMs and memory bandwidth); 0: no slowdown.
+  double comm_compute_slowdown = 0;
 };
 
 //! The shipped profiles' names ("a100-sxm", "h100-sxm", "mi300x").

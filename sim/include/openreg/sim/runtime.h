@@ -14,6 +14,7 @@
 namespace openreg::sim {
 
 class VirtualClock;  // private to the library
+class HostRecord;
 
 class OPENREG_SIM_API Runtime {
  public:
@@ -62,6 +63,13 @@ class OPENREG_SIM_API Runtime {
   DeviceTimeStats device_time_stats(int index);
   //! The virtual clock, or null without a profile (for the library's own use).
   VirtualClock* virtual_clock() const noexcept;
+  //! A collective runs on device `index` over [start_ns, end_ns) of virtual time (ns since the runtime
+  //! started; Note [Collective cost model] in sim/src/cost_model.cpp): counted as the device's
+  //! communication, it slows the kernels placed over it from now on, and `end` (if given), the
+  //! collective's host-completed record, ends at end_ns for the streams and hosts that wait on it and
+  //! is traced over the span. Call before anything waits on `end`. Nothing without a profile; throws
+  //! for a bad index or span.
+  void place_communication(int index, std::int64_t start_ns, std::int64_t end_ns, HostRecord* end);
 
   // --- implementation-defined below ---
  private:

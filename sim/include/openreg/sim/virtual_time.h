@@ -16,7 +16,9 @@ enum class HostTimeMode : int {
 struct DeviceTimeStats {
   std::int64_t compute_busy_ns = 0;  //!< time some kernel ran (union of kernel intervals)
   std::int64_t copy_busy_ns = 0;     //!< time some copy ran (union of copy intervals)
-  std::int64_t busy_ns = 0;          //!< time anything ran (union of both)
+  std::int64_t comm_busy_ns = 0;     //!< time some collective ran (union of collective intervals)
+  std::int64_t busy_ns = 0;          //!< time anything ran (union of all three)
+  std::int64_t exposed_comm_ns = 0;  //!< time a collective ran with no kernel or copy beside it
   std::int64_t kernels = 0;          //!< kernels placed
   double peak_ns = 0;                //!< the kernels' flops at the profile's peak for their formats (MFU's numerator)
   std::int64_t end_ns = 0;           //!< virtual end of the last work issued (ns since the runtime started)
