@@ -1,11 +1,14 @@
 #include "backend/runtime/CollectiveEvent.h"
 
+#include <c10/util/Exception.h>
+
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Observer.h"
 #include "backend/runtime/SimErrors.h"
 #include "backend/runtime/Stream.h"
 
 #include <openreg/sim/event.h>
+#include <openreg/sim/runtime.h>
 #include <openreg/sim/stream.h>
 
 namespace c10::openreg {
@@ -16,6 +19,7 @@ struct CollectiveEvent::State {
   c10::DeviceIndex device;
   std::shared_ptr<sim::Event> event;
   std::shared_ptr<sim::HostRecord> record;  // the event's only record, completed by the host
+  std::shared_ptr<sim::Event> issued;       // recorded on the issuing stream (issue_on)
 };
 
 CollectiveEvent::CollectiveEvent(c10::DeviceIndex device) : s_(std::make_unique<State>()) {
@@ -26,6 +30,23 @@ CollectiveEvent::CollectiveEvent(c10::DeviceIndex device) : s_(std::make_unique<
 }
 
 CollectiveEvent::~CollectiveEvent() = default;
+
+std::int64_t CollectiveEvent::issue_on(const c10::Stream& stream) {
+  const OpenRegStream s(stream);
+  TORCH_CHECK(!s_->issued, "openreg: a collective is issued once");
+  auto issued = sim::Event::create(/*timing=*/false);
+  translate_sim_errors([&] { s.sim().record(issued); });
+  s_->issued = issued;
+  return issued->virtual_time_ns();
+}
+
+void CollectiveEvent::wait_issued() {
+  if (s_->issued) translate_sim_errors([&] { s_->issued->synchronize(); });
+}
+
+void CollectiveEvent::place(std::int64_t start_ns, std::int64_t end_ns) {
+  translate_sim_errors([&] { detail::started_runtime().place_communication(s_->device, start_ns, end_ns, s_->record.get()); });
+}
 
 void CollectiveEvent::block(const c10::Stream& stream) {
   const OpenRegStream s(stream);

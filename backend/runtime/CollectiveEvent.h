@@ -26,6 +26,16 @@ class OPENREG_BACKEND_API CollectiveEvent {
   CollectiveEvent(const CollectiveEvent&) = delete;
   CollectiveEvent& operator=(const CollectiveEvent&) = delete;
 
+  //! The collective is issued on `stream`: it starts after the work queued there so far. Returns the
+  //! virtual time (ns since the runtime started) at which the stream reaches it, or -1 without a
+  //! device profile. Called once, before block().
+  std::int64_t issue_on(const c10::Stream& stream);
+  //! Blocks the calling thread until the stream given to issue_on() has reached the collective (the
+  //! communication thread, before it runs it); raises that stream's failure.
+  void wait_issued();
+  //! Places the collective on the virtual clock over [start_ns, end_ns) (Runtime::place_communication):
+  //! its end is end_ns for whoever waits on it. Call before handing the event to other threads.
+  void place(std::int64_t start_ns, std::int64_t end_ns);
   //! Work enqueued on `stream` from now on runs after the collective ends (device-side wait).
   void block(const c10::Stream& stream);
   //! Ends the collective successfully; false if it had already ended.

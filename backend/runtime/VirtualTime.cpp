@@ -1,6 +1,11 @@
 #include "backend/runtime/VirtualTime.h"
 
+#include <c10/util/Exception.h>
+
+#include <map>
+
 #include <openreg/sim/config.h>
+#include <openreg/sim/cost.h>
 #include <openreg/sim/profile.h>
 #include <openreg/sim/runtime.h>
 #include <openreg/sim/virtual_time.h>
@@ -19,7 +24,8 @@ std::optional<ProfileSummary> device_profile() {
                         p->l2_bytes,
                         p->memory_bytes,
                         p->tensor_flops[static_cast<int>(::openreg::sim::NumberFormat::kBf16)],
-                        p->memory_bandwidth};
+                        p->memory_bandwidth,
+                        p->ranks_per_node};
 }
 
 bool timing_only_execution() {
@@ -31,7 +37,25 @@ std::int64_t virtual_now_ns() { return detail::started_runtime().virtual_now_ns(
 VirtualDeviceTime virtual_device_time(c10::DeviceIndex index) {
   ::openreg::sim::DeviceTimeStats s;
   translate_sim_errors([&] { s = detail::started_runtime().device_time_stats(index); });
-  return VirtualDeviceTime{s.compute_busy_ns, s.copy_busy_ns, s.busy_ns, s.kernels, s.peak_ns, s.end_ns};
+  return VirtualDeviceTime{s.compute_busy_ns, s.copy_busy_ns, s.comm_busy_ns, s.busy_ns,
+                           s.exposed_comm_ns, s.kernels,      s.peak_ns,      s.end_ns};
+}
+
+std::optional<CollectiveEstimate> modelled_collective(const std::string& kind, double bytes, int ranks, int nodes) {
+  namespace sim = ::openreg::sim;
+  static const std::map<std::string, sim::CollectiveKind> kinds = {
+      {"all_reduce", sim::CollectiveKind::kAllReduce},         {"all_gather", sim::CollectiveKind::kAllGather},
+      {"reduce_scatter", sim::CollectiveKind::kReduceScatter}, {"broadcast", sim::CollectiveKind::kBroadcast},
+      {"reduce", sim::CollectiveKind::kReduce},                {"all_to_all", sim::CollectiveKind::kAllToAll},
+      {"send_recv", sim::CollectiveKind::kSendRecv}};
+  const auto it = kinds.find(kind);
+  TORCH_CHECK_VALUE(it != kinds.end(), "openreg: unknown collective kind '", kind, "'");
+  TORCH_CHECK_VALUE(ranks >= 1 && nodes >= 1 && nodes <= ranks && bytes >= 0, "openreg: a collective of ", bytes,
+                    " bytes over ", ranks, " ranks on ", nodes, " nodes is not one");
+  const sim::DeviceProfile* p = detail::started_runtime().profile();
+  if (p == nullptr) return std::nullopt;
+  const sim::CollectiveTime t = sim::collective_time(*p, {it->second, bytes, ranks, nodes});
+  return CollectiveEstimate{t.ns, t.algorithm, sim::bus_factor(it->second, ranks)};
 }
 
 }  // namespace c10::openreg

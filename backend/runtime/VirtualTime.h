@@ -24,6 +24,7 @@ struct ProfileSummary {
   std::uint64_t memory_bytes = 0;
   double bf16_tensor_flops = 0;  //!< dense peak, FLOP/s
   double memory_bandwidth = 0;   //!< bytes/s
+  int ranks_per_node = 1;        //!< GPUs per node (collectives' default node size)
 };
 
 //! The profile, or nullopt when times are this host's (starts the runtime).
@@ -40,11 +41,25 @@ OPENREG_BACKEND_API std::int64_t virtual_now_ns();
 struct VirtualDeviceTime {
   std::int64_t compute_busy_ns = 0;
   std::int64_t copy_busy_ns = 0;
-  std::int64_t busy_ns = 0;
+  std::int64_t comm_busy_ns = 0;     //!< time a collective ran
+  std::int64_t busy_ns = 0;          //!< time anything ran
+  std::int64_t exposed_comm_ns = 0;  //!< time a collective ran with no kernel or copy beside it
   std::int64_t kernels = 0;
   double peak_ns = 0;  //!< the kernels' FLOPs at the profile's peak for their formats
   std::int64_t end_ns = 0;
 };
 OPENREG_BACKEND_API VirtualDeviceTime virtual_device_time(c10::DeviceIndex index);
+
+//! A collective's modelled time on the profile (Note [Collective cost model] in
+//! sim/src/cost_model.cpp): `kind` is one of all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+//! all_to_all, send_recv; `bytes` its nccl-tests size; over `ranks` ranks on `nodes` nodes. nullopt
+//! without a profile; c10::ValueError for an unknown kind or a bad count.
+struct CollectiveEstimate {
+  double ns = 0;
+  std::string algorithm;
+  double bus_factor = 1;  //!< nccl-tests' bus bandwidth factor of the collective
+};
+OPENREG_BACKEND_API std::optional<CollectiveEstimate> modelled_collective(const std::string& kind, double bytes,
+                                                                          int ranks, int nodes);
 
 }  // namespace c10::openreg

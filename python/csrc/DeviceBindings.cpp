@@ -61,6 +61,7 @@ void bind_device(py::module_& m) {
           out["memory_bytes"] = p->memory_bytes;
           out["bf16_tensor_flops"] = p->bf16_tensor_flops;
           out["memory_bandwidth"] = p->memory_bandwidth;
+          out["ranks_per_node"] = p->ranks_per_node;
           return out;
         }));
   // The modelled time of a kernel of `flops` and `bytes` in `dtype` (Inductor's runtime estimates), or
@@ -71,6 +72,13 @@ void bind_device(py::module_& m) {
           if (!ns) return py::none();
           return py::float_(*ns);
         }));
+  // A collective's modelled time (ns, algorithm, bus factor), or None without a profile.
+  m.def("_modelled_collective", torch::wrap_pybind_function([](const std::string& kind, double bytes,
+                                                               std::int64_t ranks, std::int64_t nodes) -> py::object {
+          const auto t = ore::modelled_collective(kind, bytes, static_cast<int>(ranks), static_cast<int>(nodes));
+          if (!t) return py::none();
+          return py::make_tuple(t->ns, t->algorithm, t->bus_factor);
+        }));
   m.def("_timing_only", torch::wrap_pybind_function([] { return ore::timing_only_execution(); }));
   m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));
   m.def("_virtual_device_time", torch::wrap_pybind_function([](std::int64_t device) {
@@ -78,7 +86,9 @@ void bind_device(py::module_& m) {
           py::dict out;
           out["compute_busy_ns"] = t.compute_busy_ns;
           out["copy_busy_ns"] = t.copy_busy_ns;
+          out["comm_busy_ns"] = t.comm_busy_ns;
           out["busy_ns"] = t.busy_ns;
+          out["exposed_comm_ns"] = t.exposed_comm_ns;
           out["kernels"] = t.kernels;
           out["peak_ns"] = t.peak_ns;
           out["end_ns"] = t.end_ns;

@@ -30,6 +30,15 @@ void bind_distributed(pybind11::module_& m) {
              self.block(c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
                                              static_cast<c10::DeviceType>(device_type)));
            }))
+      .def("issue_on", torch::wrap_pybind_function([](CollectiveEvent& self, std::int64_t stream_id,
+                                                      std::int64_t device_index, std::int64_t device_type) {
+             return self.issue_on(c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
+                                                       static_cast<c10::DeviceType>(device_type)));
+           }))
+      .def("wait_issued", torch::wrap_pybind_function_no_gil([](CollectiveEvent& self) { self.wait_issued(); }))
+      .def("place", torch::wrap_pybind_function([](CollectiveEvent& self, std::int64_t start_ns, std::int64_t end_ns) {
+             self.place(start_ns, end_ns);
+           }))
       .def("complete", &CollectiveEvent::complete, py::call_guard<py::gil_scoped_release>())
       .def("fail", &CollectiveEvent::fail, py::call_guard<py::gil_scoped_release>())
       .def("completed", &CollectiveEvent::completed)

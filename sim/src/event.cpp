@@ -146,6 +146,13 @@ bool HostRecord::finish(std::string failure) {
   return true;
 }
 
+std::int64_t Event::virtual_time_ns() const {
+  const std::shared_ptr<EventRecord> r = latest();
+  if (!r || r->virtual_ns() < 0) return -1;
+  const std::shared_ptr<VirtualClock> clock = r->clock();
+  return clock ? r->virtual_ns() - clock->origin_ns() : -1;
+}
+
 double Event::elapsed_ms(const Event& end) const {
   if (!timing() || !end.timing()) {
     throw_error(Errc::kNotTimed, "elapsed time needs both events created with timing enabled");

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from typing import Any
 
 from ._device import _comm_lane
 
@@ -51,34 +52,52 @@ def torch_openreg_C():  # noqa: N802 - imported lazily: registration must not lo
 class _Job:
     """One collective queued on a group's communication thread (Note [Stream-ordered collectives])."""
 
-    def __init__(self, op: str, device, launches, post, keep, start) -> None:
+    def __init__(self, op: str, device, launches, post, keep, stream) -> None:
         self.op = op
         self.device = device
         self._launches = launches  # callables issuing gloo collectives on CPU views; each returns a Work
         self._post = post  # runs on the CPU views after gloo (AVG / PREMUL_SUM scaling), or None
         self._keep = keep  # the openreg tensors in flight: alive until the collective has ended
-        self._start = start  # torch.Event on the issuing stream, or None
-        self.end = None
+        self.end: Any = None
+        self.reach_ns = -1  # virtual time at which the issuing stream reaches it (-1: no profile)
+        self._issued = False
         if device is not None:
             self.end = torch_openreg_C()._CollectiveEvent(device.index)
             # The device timeline shows the collective on the device's communication lane.
             self.end.set_trace(f"collective:{op}", _comm_lane(device))
+            if stream is not None:
+                # It starts after the work queued on the issuing stream so far.
+                self.reach_ns = self.end.issue_on(*stream)
+                self._issued = True
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.gloo_works: list = []
+        # A recv's virtual span, resolved at its first wait (Note [Collectives on the virtual clock]).
+        self._resolve = None
+        self._resolve_lock = threading.Lock()
+
+    def defer_span(self, resolve) -> None:
+        """``resolve()`` places the collective on the virtual clock; run by the first waiter."""
+        self._resolve = resolve
+
+    def resolve_span(self) -> None:
+        with self._resolve_lock:
+            resolve, self._resolve = self._resolve, None
+            if resolve is not None:
+                resolve()
 
     def issue(self) -> bool:
         """Waits for the work queued before the collective, then hands it to gloo (which runs it on its
         own threads). False if it failed already."""
         try:
-            if self._start is not None:
+            if self._issued:
                 try:
-                    self._start.synchronize()  # releases the GIL while it waits
+                    self.end.wait_issued()  # releases the GIL while it waits
                 except RuntimeError:
                     # A kernel before the collective failed: its stream keeps reporting that. The
                     # collective still runs, so the peers are not left waiting (NCCL runs it too).
                     pass
-                self._start = None
+                self._issued = False
             if self.end is not None:
                 self.end.mark_started()
             self.gloo_works = [launch() for launch in self._launches]
@@ -106,7 +125,7 @@ class _Job:
             self.error = RuntimeError(f"openreg distributed {self.op}{where} failed: {err}")
             self.error.__cause__ = err
         self._keep = None  # the blocks may be reused from now on: every use of them has ended
-        self._start = None
+        self._issued = False
         if self.end is not None:
             if self.error is None:
                 self.end.complete()

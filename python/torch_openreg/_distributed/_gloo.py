@@ -67,6 +67,24 @@ class _Gloo(dist.ProcessGroupGloo):
     def options(self) -> _GlooOptions:
         return _GlooOptions.of(super().options)
 
+    # torch.distributed._time_estimator asks the group's backend: the owner answers from the virtual
+    # clock's cost model (Note [Collectives on the virtual clock] in _clock.py), with a device profile.
+    @property
+    def supports_time_estimate(self) -> bool:
+        from ._clock import enabled
+
+        return enabled()
+
+    def _start_time_estimate(self) -> None:
+        owner = self._owner()
+        if owner is None or not self.supports_time_estimate:
+            raise NotImplementedError("openreg distributed: collective time estimates need a device profile")
+        owner._start_time_estimate()
+
+    def _end_time_estimate(self) -> float:
+        owner = self._owner()
+        return owner._end_time_estimate() if owner is not None else 0.0
+
     def eager_connect_single_device(self, device) -> None:
         owner = self._owner()
         if owner is not None and device is not None and torch.device(device).type == BACKEND_NAME:

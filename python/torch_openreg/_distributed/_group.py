@@ -18,7 +18,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from . import _collectives
+from . import _clock, _collectives
 from ._comm_queue import _CommQueue, _Job
 from ._device import BACKEND_NAME, _om
 from ._gloo import _Gloo
@@ -52,6 +52,9 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         self._splits = 0
         self._coalesced_work: dist.Work | None = None  # the last Work issued (see _end_coalescing)
         self._queue = _CommQueue(f"pg{id(self):x}")
+        self._virtual_on: bool | None = None  # a device profile is set (read at the first collective)
+        self._clock: _clock._Clock | None = None
+        self._estimate_us: float | None = None  # summing modelled times (_time_estimator), or None
 
     def getBackendName(self) -> str:  # noqa: N802 - c10d's name
         return BACKEND_NAME
@@ -112,7 +115,48 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     def shutdown(self) -> None:
         # Pending collectives end first (each bounded by gloo's timeout), then c10d shuts gloo down.
         self._queue.close(self._timeout.total_seconds())
+        if self._clock is not None:
+            self._clock.shutdown()
         super().shutdown()
+
+    def _virtual(self) -> bool:
+        if self._virtual_on is None:
+            self._virtual_on = _clock.enabled()
+        return self._virtual_on
+
+    def _clock_of(self) -> _clock._Clock:
+        """The group's clock, made at its first device collective (every rank makes it there)."""
+        if self._clock is None:
+            self._clock = _clock._Clock(self, self._store, self._timeout)
+        return self._clock
+
+    def _place(self, job: _Job, calls) -> None:
+        """Gives a device collective its virtual span (Note [Collectives on the virtual clock])."""
+        name, args, _ = calls[0]
+        kind = _clock.KINDS.get(name)
+        if kind is None:
+            return  # recv_anysource: its sender is unknown until it arrives
+        clock = self._clock_of()
+        nbytes = _clock.payload_bytes(calls)
+        if kind == "send_recv":
+            peer = int(args[1])
+            if name == "send":
+                job.end.place(*clock.send(peer, nbytes, job.reach_ns))
+            else:
+                posted = clock.post_recv(peer)
+                job.defer_span(lambda: job.end.place(*clock.recv_span(posted, peer, nbytes, job.reach_ns)))
+            return
+        opts = args[-1] if args else None
+        root = int(getattr(opts, "rootRank", -1)) if opts is not None else -1
+        job.end.place(*clock.collective(job.op, kind, nbytes, job.reach_ns, root))
+
+    # torch.distributed._time_estimator asks the group's backend (_Gloo) for these.
+    def _start_time_estimate(self) -> None:
+        self._estimate_us = 0.0
+
+    def _end_time_estimate(self) -> float:
+        total, self._estimate_us = self._estimate_us, None
+        return float(total or 0.0)
 
     def _run(self, op: str, calls):
         """The one path of every collective: checks the arguments of gloo's ``calls``
@@ -145,11 +189,19 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             for views, scale in post_views:
                 _apply_scale(views, scale)
 
-        start = None
-        if conv.device is not None:
-            start = torch.Event()
-            start.record(_om().current_stream(conv.device))
-        job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, start)
+        virtual = conv.device is not None and self._virtual()
+        if virtual and self._estimate_us is not None:
+            # _time_estimator: nothing runs; the modelled time adds up (Note [Collectives on the virtual clock]).
+            self._estimate_us += self._clock_of().estimate_us(calls)
+            done = _Job(op, None, [], None, None, None)
+            done._finish(None)
+            return _HostWork(done, outputs)
+        if virtual and _clock.timing_only() and calls[0][0] != "recv_anysource":
+            launches, post_views = [], []  # timing-only execution: no data moves
+        stream = _clock.stream_args(conv.device) if conv.device is not None else None
+        job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, stream)
+        if virtual:
+            self._place(job, calls)  # before the job is shared: the span is fixed first
         _om().sanitizer._collective(job, calls)  # torch.openreg.sanitizer: one call per collective
         self._queue.submit(job)
         work: dist.Work

@@ -46,6 +46,7 @@ class _DeviceWork(_Work):
             raise self._job.error
         end = self._job.end
         assert end is not None  # a device collective always has one
+        self._job.resolve_span()  # a recv's virtual span (Note [Collectives on the virtual clock])
         end.block(*_stream_args(_om().current_stream(self._job.device)))
         return True
 
@@ -55,6 +56,7 @@ class _DeviceWork(_Work):
             side = _side_stream(self._job.device)
             end = self._job.end
             assert end is not None  # a device collective always has one
+            self._job.resolve_span()
             end.block(*_stream_args(side))
             with _om().stream(side):
                 # The future's events are recorded here, after the wait: its users are stream-ordered

@@ -26,7 +26,7 @@ from ._device import device_count, synchronize
 from ._device_index import Device, _get_device_index
 from ._initialization import _lazy_call, _lazy_init
 
-__all__ = ["DeviceTime", "Region", "enabled", "now", "profile", "region"]
+__all__ = ["DeviceTime", "Region", "collective", "enabled", "now", "profile", "region"]
 
 
 # Whether a profile is set; read by compiled graphs before each kernel (Note [Compiled kernels in
@@ -57,7 +57,7 @@ def _next_kernel(reads: tuple[Any, ...], writes: tuple[Any, ...]) -> None:
 
 def profile() -> dict[str, Any] | None:
     """The device profile (``name``, ``display_name``, ``sm_count``, ``l2_bytes``, ``memory_bytes``,
-    ``bf16_tensor_flops``, ``memory_bandwidth``), or None when times are this host's."""
+    ``bf16_tensor_flops``, ``memory_bandwidth``, ``ranks_per_node``), or None when times are this host's."""
     _lazy_init()
     result: dict[str, Any] | None = _C._device_profile()
     return result
@@ -77,6 +77,20 @@ def now() -> float:
     return int(_C._virtual_now_ns()) / 1e9
 
 
+def collective(kind: str, nbytes: int, ranks: int, nodes: int = 1) -> tuple[float, str]:
+    """The modelled time of one collective, in seconds, and the algorithm the model picked for it
+    (Note [Collective cost model] in sim/src/cost_model.cpp): ``kind`` is ``all_reduce``,
+    ``all_gather``, ``reduce_scatter``, ``broadcast``, ``reduce``, ``all_to_all`` or ``send_recv``;
+    ``nbytes`` its size as nccl-tests counts it (all_gather: the gathered output; reduce_scatter: the
+    input); over ``ranks`` ranks on ``nodes`` nodes. Raises RuntimeError without a device profile."""
+    _lazy_init()
+    result = _C._modelled_collective(kind, float(nbytes), int(ranks), int(nodes))
+    if result is None:
+        raise RuntimeError("torch.openreg.timing.collective needs a device profile: set OPENREG_DEVICE_PROFILE")
+    ns, algorithm, _ = result
+    return float(ns) / 1e9, str(algorithm)
+
+
 @dataclass(frozen=True)
 class DeviceTime:
     """One device's share of a region, in seconds of the modelled GPU."""
@@ -86,6 +100,11 @@ class DeviceTime:
     compute: float
     #: Time during which at least one copy ran.
     copy: float
+    #: Time during which at least one collective ran (torch.distributed on openreg).
+    comm: float
+    #: Time during which a collective ran with no kernel or copy beside it: communication that the
+    #: program did not hide behind its work.
+    exposed_comm: float
     #: Time during which anything ran.
     busy: float
     #: The region's wall time minus ``busy``: the device waited for the host (or for another device).
@@ -115,6 +134,7 @@ class Region:
         for d in self.devices:
             lines.append(
                 f"  openreg:{d.device}: compute {d.compute * 1e3:.3f} ms, copies {d.copy * 1e3:.3f} ms, "
+                f"communication {d.comm * 1e3:.3f} ms ({d.exposed_comm * 1e3:.3f} ms exposed), "
                 f"idle {d.idle * 1e3:.3f} ms, {d.kernels} kernels, MFU {d.mfu * 100:.1f}%"
             )
         return "\n".join(lines)
@@ -165,6 +185,8 @@ class region:  # noqa: N801  (a context manager used like a function, as torch.p
                     device=d,
                     compute=delta("compute_busy_ns") / 1e9,
                     copy=delta("copy_busy_ns") / 1e9,
+                    comm=delta("comm_busy_ns") / 1e9,
+                    exposed_comm=delta("exposed_comm_ns") / 1e9,
                     busy=busy / 1e9,
                     idle=max(0.0, wall_ns - busy) / 1e9,
                     kernels=int(delta("kernels")),

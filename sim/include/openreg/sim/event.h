@@ -53,6 +53,10 @@ class OPENREG_SIM_API Event {
   //! has not completed yet (like cudaEventElapsedTime).
   double elapsed_ms(const Event& end) const;
 
+  //! Virtual time of the most recent record (ns since its runtime started; Note [Virtual time]), or -1
+  //! without a device profile or record.
+  std::int64_t virtual_time_ns() const;
+
   //! Makes a new record the most recent one, completed by a host thread through the returned
   //! HostRecord instead of by a stream (see Note [Host-completed records]). Streams that wait() on the
   //! event from now on park until it completes; query/synchronize see it like any record. `device` is

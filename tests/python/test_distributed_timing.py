@@ -1,0 +1,200 @@
+"""Collectives on the virtual clock (Note [Collectives on the virtual clock] in
+torch_openreg/_distributed/_clock.py): processes on loopback with the H100 profile, most in timing-only
+execution (kernels and collectives are timed, not run), so a modelled 1 GiB all_reduce beside
+milliseconds of modelled GEMMs costs this machine almost nothing."""
+
+import pytest
+import torch
+import torch.distributed as dist
+from support import spawn  # tests/support (pytest's pythonpath)
+
+GIB = 1 << 30
+
+
+@pytest.fixture
+def h100(monkeypatch):
+    """Spawned ranks model H100s (they inherit the environment)."""
+    monkeypatch.setenv("OPENREG_DEVICE_PROFILE", "h100-sxm")
+    monkeypatch.delenv("OPENREG_RANKS_PER_NODE", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+
+
+@pytest.fixture
+def timing_only(h100, monkeypatch):
+    monkeypatch.setenv("OPENREG_EXECUTE", "timing")
+
+
+def _setup(rank):
+    dev = torch.device("openreg", rank % torch.openreg.device_count())
+    torch.openreg.set_device(dev)
+    return dev
+
+
+def _now_ns():
+    return round(torch.openreg.timing.now() * 1e9)
+
+
+def _model_ns(kind, nbytes, ranks, nodes=1):
+    seconds, _ = torch.openreg.timing.collective(kind, nbytes, ranks, nodes)
+    return round(seconds * 1e9)
+
+
+def _gemms(dev, count):
+    """`count` 8192^3 bf16 matmuls (each about 1.4 ms on the modelled H100; not run in timing mode)."""
+    a = torch.empty(8192, 8192, device=dev, dtype=torch.bfloat16)
+    for _ in range(count):
+        a = a @ a
+    return a
+
+
+def _agreement_overlap_and_checks(rank):
+    import torch.distributed as dist
+
+    dev = _setup(rank)
+    grad = torch.empty(GIB // 4, device=dev)  # 1 GiB of float32
+    # 1. Rank 0 reaches the all_reduce later (it computes first): both ranks' all_reduce starts then and
+    #    ends at the same virtual time, the model's time after rank 0 reached it.
+    torch.openreg.synchronize()
+    if rank == 0:
+        _gemms(dev, 3)
+        torch.openreg.synchronize()
+    before = _now_ns()  # rank 0: after its GEMMs
+    dist.all_reduce(grad)
+    torch.openreg.synchronize()
+    ended = _now_ns()
+    model = _model_ns("all_reduce", GIB, 2)
+    # 2. The same work alone and overlapped: a 1 GiB all_reduce issued, then GEMMs on the compute stream.
+    with torch.openreg.timing.region(dev) as alone:
+        _gemms(dev, 3)
+    with torch.openreg.timing.region(dev) as both:
+        work = dist.all_reduce(grad, async_op=True)
+        _gemms(dev, 3)
+        work.wait()
+    # 3. _time_estimator: the model's time, in microseconds, and nothing runs (the clock stands still).
+    standing = _now_ns()
+    with dist._time_estimator() as estimate:
+        dist.all_reduce(grad)
+        dist.all_gather_into_tensor(torch.empty(2 * 1024, device=dev), torch.empty(1024, device=dev))
+    unmoved = _now_ns() - standing
+    # 4. Ranks that call different collectives are told so at the call, on every rank.
+    try:
+        if rank == 0:
+            dist.all_reduce(grad[:16])
+        else:
+            dist.broadcast(grad[:16], src=0)
+        mismatch = None
+    except RuntimeError as err:
+        mismatch = str(err)
+    dist.all_reduce(grad[:16])  # the group still works
+    torch.openreg.synchronize()
+    a, b = alone.devices[0], both.devices[0]
+    return dict(before=before, ended=ended, model=model, alone_wall=alone.wall, alone_compute=a.compute,
+                both_wall=both.wall, both_compute=b.compute, comm=b.comm, exposed=b.exposed_comm,
+                estimate_us=estimate.estimated_time, unmoved=unmoved, mismatch=mismatch,
+                rs_model=_model_ns("all_gather", 2 * 1024 * 4, 2))
+
+
+def test_ranks_agree_overlap_lies_between_max_and_sum_and_tooling_plans_with_it(timing_only):
+    r0, r1 = spawn.run(_agreement_overlap_and_checks, timeout_s=180)
+    # 1. Same end on both ranks, the model's time after the later rank reached it (its issue marker:
+    #    a launch and an event record after the host's synchronize, under 10 us).
+    assert r0["ended"] == r1["ended"]
+    assert r0["model"] < r0["ended"] - r0["before"] < r0["model"] + 10_000
+    assert r1["ended"] - r1["before"] > r0["model"] + 3 * 1_000_000  # rank 1 waited for rank 0's GEMMs
+    for r in (r0, r1):
+        # 2. Overlapped: at least the longer of the two, less than their sum; the GEMMs slowed beside
+        #    the collective (the profile's 19% over the overlap), and the exposed part reported.
+        comm = r["model"] / 1e9
+        assert r["comm"] == pytest.approx(comm, abs=1e-9)
+        assert max(r["alone_wall"], comm) < r["both_wall"] < r["alone_wall"] + comm
+        assert r["alone_compute"] * 1.05 < r["both_compute"] < r["alone_compute"] * 1.2
+        assert 0 < r["exposed"] < comm
+        # 3. The estimate is the model's, in microseconds; nothing ran.
+        assert r["estimate_us"] == pytest.approx((r["model"] + r["rs_model"]) / 1e3, rel=1e-6)
+        assert r["unmoved"] < 50_000  # only the host's own issue costs
+        # 4. Both ranks name the mismatch.
+        assert r["mismatch"] is not None and "ranks called different collectives" in r["mismatch"]
+        assert "all_reduce" in r["mismatch"] and "broadcast" in r["mismatch"]
+
+
+def _values_and_p2p(rank):
+    import torch.distributed as dist
+
+    dev = _setup(rank)
+    x = torch.full((1 << 20,), float(rank + 1), device=dev)  # 4 MiB
+    dist.all_reduce(x)
+    # send/recv: the receiver's span starts when both reached it.
+    y = torch.full((1 << 18,), float(rank), device=dev)  # 1 MiB
+    if rank == 0:
+        _ = torch.empty(1024, 1024, device=dev) @ torch.empty(1024, 1024, device=dev)  # rank 0 is later
+        dist.send(y, 1)
+    else:
+        dist.recv(y, 0)
+    torch.openreg.synchronize()
+    return x[:3].cpu().tolist(), y[:2].cpu().tolist(), _now_ns()
+
+
+def test_with_a_profile_collectives_still_compute_their_values(h100):
+    (x0, _, _), (x1, y1, _) = spawn.run(_values_and_p2p, timeout_s=120)
+    assert x0 == x1 == [3.0, 3.0, 3.0]
+    assert y1 == [0.0, 0.0]  # rank 0's values
+
+
+def _eight_ranks(rank):
+    import resource
+
+    import torch.distributed as dist
+
+    dev = _setup(rank)
+    grad = torch.empty(GIB // 2, device=dev, dtype=torch.bfloat16)  # 1 GiB, never backed in timing mode
+    start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
+    dist.all_reduce(grad)  # warm: the clock group connects
+    start.record()
+    dist.all_reduce(grad)
+    end.record()
+    end.synchronize()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return start.elapsed_time(end), _now_ns(), rss
+
+
+def test_eight_ranks_in_timing_mode_move_no_data_and_reach_the_published_bus_bandwidth(timing_only):
+    results = spawn.run(_eight_ranks, world=8, timeout_s=300, pg_timeout_s=120)
+    ms = [r[0] for r in results]
+    assert len(set(ms)) == 1  # every rank's all_reduce took the same virtual time
+    assert len({r[1] for r in results}) == 1  # and ended at the same virtual time
+    busbw = GIB * 2 * 7 / 8 / (ms[0] / 1e3) / 1e9
+    assert 480 * 0.9 < busbw < 480 * 1.1  # NVLS, nccl-tests issue 212
+    # No gloo transfer of the 1 GiB: a rank's peak RSS stays far below what the buffer would take.
+    assert max(r[2] for r in results) < GIB // 2, [r[2] >> 20 for r in results]
+
+
+def _ranks_per_node(rank):
+    import torch.distributed as dist
+
+    _setup(rank)
+    return dist.group.WORLD._clock_of().nodes
+
+
+def test_nodes_come_from_ranks_per_node_or_torchruns_local_world_size(h100, monkeypatch):
+    monkeypatch.setenv("OPENREG_RANKS_PER_NODE", "1")
+    (nodes, _) = spawn.run(_ranks_per_node, timeout_s=120)
+    assert nodes == 2
+    monkeypatch.delenv("OPENREG_RANKS_PER_NODE")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    (nodes, _) = spawn.run(_ranks_per_node, timeout_s=120)
+    assert nodes == 1
+    monkeypatch.setenv("OPENREG_RANKS_PER_NODE", "0")
+    with pytest.raises(AssertionError, match="OPENREG_RANKS_PER_NODE='0' is invalid"):
+        spawn.run(_ranks_per_node, timeout_s=120)
+
+
+def test_without_a_profile_the_estimator_is_refused(monkeypatch):
+    monkeypatch.delenv("OPENREG_DEVICE_PROFILE", raising=False)
+    with pytest.raises(AssertionError, match="not supported"):
+        spawn.run(_estimate_without_profile, timeout_s=120)
+
+
+def _estimate_without_profile(rank):
+    _setup(rank)
+    with dist._time_estimator():
+        pass
