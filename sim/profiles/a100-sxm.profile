@@ -39,6 +39,6 @@ simple_latency_us = 8.0         # assumption: as on H100
 hop_latency_us = 0.6            # NCCL's tuning model: NVLink LL step latency (torch/_inductor/comm_analysis.py)
 network_gbps = 25               # NVIDIA DGX A100: 8 x 200 Gb/s HDR InfiniBand, one per GPU
 network_ll_bus_gbps = 22.5      # NCCL's tuning model, LL protocol's maximum on Ampere across 2 nodes
-network_latency_us = 30         # assumption: as the H100 profile's (fit to EFA; InfiniBand is lower)
+network_latency_us = 28         # assumption: as the H100 profile's (fit to EFA; InfiniBand is lower)
 network_setup_us = 440          # assumption: as the H100 profile's
 comm_compute_slowdown = 0.19    # arXiv 2507.03114: compute slows 18.9% on average (40% worst) beside communication

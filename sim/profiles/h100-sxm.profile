@@ -44,6 +44,6 @@ nvls_latency_us = 18.0          # fit: NCCL picks NVLS from about 2 MB up, ring 
 hop_latency_us = 0.6            # NCCL's tuning model: NVLink LL step latency (torch/_inductor/comm_analysis.py)
 network_gbps = 50               # 400 Gb/s per GPU: ConnectX-7 NDR InfiniBand, or EFA's 3.2 Tb/s per 8-GPU node
 network_ll_bus_gbps = 45        # NCCL's tuning model, LL protocol's maximum on Hopper across 2 nodes
-network_latency_us = 30         # fit: 2x8 H100 over EFA, tiny all_reduce 65-75 us (AWS awsome-distributed-training)
+network_latency_us = 28         # fit: 2x8 H100 over EFA, tiny all_reduce 65-75 us (AWS awsome-distributed-training)
 network_setup_us = 440          # fit: 2x8 H100 over EFA, bus bandwidth 343 GB/s at 256 MB to 487 GB/s at 16 GB (same source)
 comm_compute_slowdown = 0.19    # arXiv 2507.03114: compute slows 18.9% on average (40% worst) beside communication

@@ -39,6 +39,6 @@ simple_latency_us = 8.0         # assumption: as the H100 profile's
 hop_latency_us = 0.6            # assumption: as the H100 profile's
 network_gbps = 50               # AMD MI300X platform: 8 x 400 Gb/s NICs, one per GPU
 network_ll_bus_gbps = 45        # assumption: as the H100 profile's
-network_latency_us = 30         # assumption: as the H100 profile's
+network_latency_us = 28         # assumption: as the H100 profile's
 network_setup_us = 440          # assumption: as the H100 profile's
 comm_compute_slowdown = 0.19    # arXiv 2507.03114: compute slows 18.9% on average (40% worst) beside communication

@@ -123,7 +123,7 @@ class _Clock:
         rank, size = group.rank(), group.size()
         self._rank = rank
         self._size = size
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("openreg-clock/", store), rank, size, timeout)
+        self._gloo: Any = dist.ProcessGroupGloo(dist.PrefixStore("openreg-clock/", store), rank, size, timeout)
         self._lock = threading.Lock()
         self._lane_free = 0  # virtual end of the group's last collective (the same on every rank)
         self._sends: list[Any] = []  # gloo sends of our times still in flight (kept alive until done)
