@@ -100,11 +100,13 @@ lint-cpp: deps $(BUILD_DIR)/build.ninja
 	  { echo "lint-cpp: clang-tidy found problems"; exit 1; }
 
 # The main job: autoload, data-parallel training over two devices vs the CPU, the stream-overlap
-# benchmark and device timelines (bench/python/demo.py), then DDP over two processes beside one
-# process (bench/python/demo_ddp.py).
+# benchmark and device timelines (bench/python/demo.py), DDP over two processes beside one process
+# (bench/python/demo_ddp.py), then what one FSDP2 step of a 1.4 B GPT would take on 8 modelled H100s
+# (bench/python/demo_sizing.py: 8 ranks in timing-only execution).
 demo: build
 	$(PYTHON) bench/python/demo.py
 	$(PYTHON) bench/python/demo_ddp.py
+	$(PYTHON) bench/python/demo_sizing.py
 
 # The sim layer alone: two streams overlapping and a bandwidth-limited copy, timed with events.
 sim-demo: build
