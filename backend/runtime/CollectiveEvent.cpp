@@ -41,7 +41,8 @@ std::int64_t CollectiveEvent::issue_on(const c10::Stream& stream) {
 }
 
 void CollectiveEvent::wait_issued() {
-  if (s_->issued) translate_sim_errors([&] { s_->issued->synchronize(); });
+  // Untimed: the communication thread's wait is not the program's (Event::synchronize_untimed).
+  if (s_->issued) translate_sim_errors([&] { s_->issued->synchronize_untimed(); });
 }
 
 void CollectiveEvent::place(std::int64_t start_ns, std::int64_t end_ns) {

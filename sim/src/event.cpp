@@ -65,14 +65,20 @@ bool Event::query() {
   return true;
 }
 
-void Event::synchronize() {
+void Event::synchronize() { synchronize_impl(/*timed=*/true); }
+
+void Event::synchronize_untimed() { synchronize_impl(/*timed=*/false); }
+
+void Event::synchronize_impl(bool timed) {
   std::shared_ptr<EventRecord> record = latest();
   if (!record) return;
   {
     InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
     record->wait();
   }
-  if (auto clock = record->clock()) clock->host_waited_record(*record);
+  if (timed) {
+    if (auto clock = record->clock()) clock->host_waited_record(*record);
+  }
   record->report_failure_once();
 }
 

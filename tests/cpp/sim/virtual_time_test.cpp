@@ -141,6 +141,21 @@ TEST_F(VirtualTime, ACollectiveEndsWhereItWasPlacedAndSlowsTheKernelsBesideIt) {
   EXPECT_THROW(runtime.place_communication(0, 10, 5, nullptr), Error);
 }
 
+// A wait the program did not make (the library's communication thread) leaves the host clock alone.
+TEST_F(VirtualTime, AnUntimedSynchronizeLeavesTheHostClockWhereItWas) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  auto s = runtime.device(0).create_stream();
+  auto e = Event::create();
+  s->launch("long", [] {}, gemm(5.0, p));
+  s->record(e);
+  const std::int64_t before = runtime.virtual_now_ns();
+  e->synchronize_untimed();
+  EXPECT_EQ(runtime.virtual_now_ns(), before);
+  e->synchronize();
+  EXPECT_GT(runtime.virtual_now_ns(), 5'000'000);  // the record's end, after the 5 ms kernel
+}
+
 TEST_F(VirtualTime, CopiesRunOnTheirEngineBesideKernels) {
   Runtime runtime(profiled(1));
   const DeviceProfile& p = *runtime.profile();

@@ -47,6 +47,12 @@ class OPENREG_SIM_API Event {
   //! Blocks until the most recent record completes (returns at once if never recorded); short spin,
   //! then a futex wait. Throws like query().
   void synchronize();
+  //! synchronize() for a wait the program did not make (the library's own threads: a communication
+  //! thread waiting for the point a collective was issued at). With a device profile the host's
+  //! virtual clock stays where it is: a real-time wait on a thread of the library's must not move the
+  //! host timeline the program's threads share (Note [Virtual time]), or the timeline would depend on
+  //! when that thread ran.
+  void synchronize_untimed();
 
   //! Milliseconds between this event's completed record and `end`'s. Throws kNotTimed if either was
   //! created without timing, kNotRecorded if either was never recorded, kNotReady if either's record
@@ -75,6 +81,7 @@ class OPENREG_SIM_API Event {
   void set_latest(std::shared_ptr<EventRecord> record);
   // For Stream::wait: the most recent record at this moment, or null if never recorded.
   std::shared_ptr<EventRecord> latest() const;
+  void synchronize_impl(bool timed);
 
   std::unique_ptr<State> s_;
 };
