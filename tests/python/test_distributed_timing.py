@@ -86,12 +86,19 @@ def _agreement_overlap_and_checks(rank):
     except RuntimeError as err:
         mismatch = str(err)
     dist.all_reduce(grad[:16])  # the group still works
+    # 5. A barrier, as NCCL's: an all_reduce the hosts wait for, so they leave it at the same time, after
+    #    the work queued before it on the slower rank.
     torch.openreg.synchronize()
+    queued = _now_ns()
+    if rank == 0:
+        _gemms(dev, 2)
+    dist.barrier()
+    after_barrier = _now_ns()
     a, b = alone.devices[0], both.devices[0]
     return dict(before=before, ended=ended, model=model, alone_wall=alone.wall, alone_compute=a.compute,
                 both_wall=both.wall, both_compute=b.compute, comm=b.comm, exposed=b.exposed_comm,
                 estimate_us=estimate.estimated_time, unmoved=unmoved, mismatch=mismatch,
-                rs_model=_model_ns("all_gather", 2 * 1024 * 4, 2))
+                rs_model=_model_ns("all_gather", 2 * 1024 * 4, 2), queued=queued, after_barrier=after_barrier)
 
 
 def test_ranks_agree_overlap_lies_between_max_and_sum_and_tooling_plans_with_it(timing_only):
@@ -101,6 +108,9 @@ def test_ranks_agree_overlap_lies_between_max_and_sum_and_tooling_plans_with_it(
     assert r0["ended"] == r1["ended"]
     assert r0["model"] < r0["ended"] - r0["before"] < r0["model"] + 10_000
     assert r1["ended"] - r1["before"] > r0["model"] + 3 * 1_000_000  # rank 1 waited for rank 0's GEMMs
+    # 5. Both hosts leave the barrier at the same virtual time, after rank 0's two GEMMs (~2.8 ms).
+    assert r0["after_barrier"] == r1["after_barrier"]
+    assert r0["after_barrier"] - r0["queued"] > 2_500_000
     for r in (r0, r1):
         # 2. Overlapped: at least the longer of the two, less than their sum; the GEMMs slowed beside
         #    the collective (the profile's 19% over the overlap), and the exposed part reported.

@@ -25,6 +25,9 @@ gets a virtual span, decided at the call, on the calling thread, before the Work
 - send/recv: a send's rank sends its time to the receiver (non-blocking) and its span starts at once;
   a recv's span starts when both have reached it, resolved when its Work is first waited on (a recv
   waiting at the call would deadlock a batch that posts recvs before sends).
+- barrier: as NCCL's, an all_reduce of one element on the group's device (the bound one, else the
+  current one; c10d would pick the CPU for our group, which also serves CPU tensors) that the host
+  waits for, so every rank's host clock leaves the barrier at the same virtual time.
 - Ordering check: with the times each rank sends its collective's kind; ranks that disagree get a
   RuntimeError at the call naming both (gloo finds this only later, or, in timing-only execution where
   no data moves, never).

@@ -31,7 +31,6 @@ _COLLECTIVES: dict[str, tuple[str, Any]] = {
     "send": ("send", c._check_p2p("send")),
     "recv": ("recv", c._check_p2p("recv")),
     "recv_anysource": ("recv_anysource", None),
-    "barrier": ("barrier", None),
     "monitored_barrier": ("monitored_barrier", None),
 }
 # The coalesced single-tensor collectives (gloo has none): one gloo collective per (output, input)
@@ -42,6 +41,7 @@ _PAIRWISE: dict[str, tuple[str, Any]] = {
     "reduce_scatter_single_coalesced": ("_reduce_scatter_base", dist.distributed_c10d.ReduceScatterOptions),
     "reduce_scatter_tensor_coalesced": ("_reduce_scatter_base", dist.distributed_c10d.ReduceScatterOptions),
 }
+# barrier is the group's own method (_group.py): an all_reduce on the device with a profile, as NCCL's.
 # gloo's method -> the check of its arguments, made on the calling thread before the job is queued.
 CHECKS = {gloo: check for gloo, check in _COLLECTIVES.values() if check is not None}
 

@@ -24,7 +24,7 @@ from ._device import BACKEND_NAME, _om
 from ._gloo import _Gloo
 from ._reduce_ops import _apply_scale, _scale_of
 from ._views import _Converter
-from ._work import _DeviceWork, _HostWork
+from ._work import _BarrierWork, _DeviceWork, _HostWork
 
 
 def _flatten(x) -> list[torch.Tensor]:
@@ -149,6 +149,22 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         opts = args[-1] if args else None
         root = int(getattr(opts, "rootRank", -1)) if opts is not None else -1
         job.end.place(*clock.collective(job.op, kind, nbytes, job.reach_ns, root))
+
+    def barrier(self, opts=None):
+        """c10d's barrier. With a device profile, as NCCL's: an all_reduce of one element on the
+        barrier's openreg device, and the host waits for its end, so every rank's host clock leaves
+        the barrier at the same virtual time (Note [Collectives on the virtual clock]). Otherwise
+        gloo's barrier."""
+        device = getattr(opts, "device", None) if opts is not None else None
+        if (device is None or device.type != BACKEND_NAME) and self._virtual():
+            # c10d picks the CPU for a group that also serves CPU tensors (ours does, through gloo);
+            # NCCL's group barriers on its device: the bound one, else the current one.
+            device = self.bound_device_id or torch.device(BACKEND_NAME, _om().current_device())
+        if device is not None and device.type == BACKEND_NAME and self._virtual():
+            flag = torch.zeros(1, device=device)
+            work = self._run("barrier", [("allreduce", ([flag], dist.AllreduceOptions()), None)])
+            return _BarrierWork(work)
+        return self._run("barrier", [("barrier", () if opts is None else (opts,), None)])
 
     # torch.distributed._time_estimator asks the group's backend (_Gloo) for these.
     def _start_time_estimate(self) -> None:

@@ -86,3 +86,18 @@ class _HostWork(_Work):
                 fut.set_result(self._outputs)
             self._future = fut
         return self._future
+
+
+class _BarrierWork(_HostWork):
+    """A barrier made as an all_reduce on the device (with a device profile): wait() blocks the host
+    until the all_reduce has ended, and moves the host's virtual clock to its end, as NCCL's barrier
+    blocks the CPU thread until its all_reduce completes."""
+
+    def __init__(self, device_work: _DeviceWork) -> None:
+        super().__init__(device_work._job, [])
+
+    def wait(self, timeout=None) -> bool:
+        super().wait(timeout)
+        assert self._job.end is not None  # a device collective always has one
+        self._job.end.synchronize()  # the host waited for it: its clock moves to the end
+        return True
