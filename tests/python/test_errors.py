@@ -179,3 +179,28 @@ def test_malformed_environment_variable_is_named(run_python, check_ok, variable,
     )
     check_ok(proc)
     assert "NAMED" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda a, b: a.floor_divide_(b),
+        lambda a, b: a.ldexp_(b.to(torch.int64)),
+        lambda a, b: torch.mul(a, b, out=a),  # an out= output that is also an input
+        lambda a, b: a.add_(b),
+    ],
+    ids=["floor_divide_", "ldexp_", "mul_out_aliasing_an_input", "add_"],
+)
+def test_an_in_place_op_never_resizes_self(op):
+    """Note [In-place ops keep self's shape]: CPU's error at the call, and self keeps its shape and
+    values (floor_divide_ and ldexp_ used to resize self to the broadcast shape, with a warning)."""
+    errors = []
+    for device in ("cpu", "openreg"):
+        a = torch.arange(5.0, device=device).view(5, 1) + 1
+        b = torch.arange(5.0, device=device) + 2
+        with pytest.raises(RuntimeError) as err:
+            op(a, b)
+        errors.append(str(err.value))
+        assert a.shape == (5, 1)
+        assert a.cpu().flatten().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert errors[0] == errors[1] == "output with shape [5, 1] doesn't match the broadcast shape [5, 5]"

@@ -156,6 +156,10 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
     }
     plan->writes = plan->writes || plan->args.back().written;
   }
+  const std::string& base = schema.name();
+  plan->inplace = !base.empty() && base.back() == '_' && !schema.arguments().empty() &&
+                  schema.arguments()[0].name() == "self" && !schema.arguments()[0].kwarg_only() &&
+                  !plan->args.empty() && plan->args[0].written && plan->args[0].kind == ArgKind::kTensor;
   for (const auto& r : schema.returns()) {
     plan->returns.push_back(classify_return(schema, r));
     if (plan->returns.back().kind == ReturnKind::kNonTensor) plan->sync_only = plan->host_waits = true;

@@ -72,6 +72,9 @@ struct OpPlan {
   bool random = false;        //!< takes a Generator or is tagged nondeterministic_seeded
   int generator_arg = -1;     //!< index of the Generator? argument, or -1
   bool writes = false;        //!< some argument is written
+  //! An in-place variant (`add_`): its first argument, `self`, is written and may not change shape
+  //! (PyTorch's rule; Note [In-place ops keep self's shape] in ShapePass.cpp).
+  bool inplace = false;
   //! The op's Meta kernel is a Python function (torch/_meta_registrations.py and friends): see
   //! Note [Meta kernels written in Python] in ShapePass.cpp.
   bool meta_in_python = false;

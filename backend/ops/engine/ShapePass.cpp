@@ -84,6 +84,26 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
   }
   TORCH_INTERNAL_ASSERT(results.size() == plan.returns.size(), plan.name, ": the shape pass returned ",
                         results.size(), " values for ", plan.returns.size(), " returns");
+  // Note [In-place ops keep self's shape]
+  // An in-place op may not resize `self`, nor an out= op an output that is also one of its inputs
+  // (`ldexp_` is `ldexp.out(self, other, out=self)`): CPU and CUDA raise TensorIterator's error at the
+  // call when the broadcast shape differs. Some Meta kernels (floor_divide_'s, and out= kernels
+  // whose output aliases an input) resize instead, with the out= resize warning, and the device would
+  // follow them. The pass's stand-ins tell: a written argument whose shape changed and that is self
+  // of an in-place op or aliases a read argument gets CPU's error here, before anything is queued.
+  for (size_t i = 0; i < plan.args.size(); ++i) {
+    if (!plan.args[i].written || !args[i].isTensor() || !standins[i].isTensor()) continue;
+    const at::Tensor& out = args[i].toTensor();
+    const at::Tensor& like = standins[i].toTensor();
+    if (!out.defined() || !like.defined() || out.sizes() == like.sizes()) continue;
+    bool read_too = plan.inplace && i == 0;
+    for (size_t j = 0; j < plan.args.size() && !read_too; ++j) {
+      if (j != i && !plan.args[j].written && args[j].isTensor() && args[j].toTensor().defined()) {
+        read_too = args[j].toTensor().is_alias_of(out);
+      }
+    }
+    TORCH_CHECK(!read_too, "output with shape ", out.sizes(), " doesn't match the broadcast shape ", like.sizes());
+  }
   *resized = adopt_written_geometry(plan, args, standins);
 
   MetaOutcome outcome;
