@@ -555,3 +555,17 @@ def test_list_arguments_travel_as_recipes_and_keep_sharing_storage():
     ]
     for fn, what in cases:
         assert torch.equal(fn(d, di).cpu(), fn(c, ci)), what
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_adaptive_max_pool_backward_matches_cpu(dims):
+    """The 3d backward used to kill the process: the coverage probe ran CPU's kernel on expanded index
+    stand-ins, which that kernel reads as dense (Note [Probing CPU kernels for the argument types])."""
+    pool = getattr(torch.nn.functional, f"adaptive_max_pool{dims}d")
+    x = torch.randn(1, 2, *([4] * dims))
+    grads = []
+    for device in ("cpu", "openreg"):
+        xd = x.detach().clone().to(device).requires_grad_()
+        pool(xd, 2).sum().backward()
+        grads.append(xd.grad.cpu())
+    assert torch.equal(grads[0], grads[1])

@@ -49,7 +49,8 @@ bool is_sparse_layout(const c10::IValue& v) {
 // meta kernels do not know, so the async path would return a well-formed tensor and the kernel would
 // fail on the device thread. CUDA raises such errors at the call. So the first time a thread sees an
 // async op with a given combination of argument types, it runs the CPU kernel once on the host on
-// stand-ins of the same types and sizes (zero scalars expanded to the sizes: no memory per element)
+// stand-ins of the same types and sizes (zero scalars expanded to the sizes: no memory per element;
+// integer ones, mostly indices, dense)
 // and remembers whether it raised NotImplementedError, the error type of aten's dtype dispatch. Other
 // errors of the probe are ignored: zeros may be invalid data (a singular matrix), which the real call
 // reports as CPU does. Written arguments get real stand-ins (in-place self: zeros of its size, once per
@@ -102,6 +103,9 @@ at::Tensor probe_standin(const at::Tensor& t, bool written, bool out_arg) {
   if (!t.defined()) return t;
   if (!written && t.is_cpu()) return t;  // CPU arguments that are only read: use them as they are
   const auto options = t.options().device(c10::kCPU);
+  // Integer arguments are mostly indices, which some CPU kernels read through a raw pointer as if
+  // dense (adaptive_max_pool3d_backward crashed on expanded indices): they get dense zeros.
+  if (!written && c10::isIntegralType(t.scalar_type(), /*includeBool=*/true)) return at::zeros(t.sizes(), options);
   if (!written) return at::zeros({}, options).expand(t.sizes());
   if (out_arg) return at::empty({0}, options);
   return at::zeros(t.sizes(), options);
