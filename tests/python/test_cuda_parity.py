@@ -149,3 +149,25 @@ def test_device_busy_time_counts_work_of_that_device_only():
     assert after[0] > before[0]
     assert after[1] == before[1]
     assert 0 <= torch.openreg.utilization(0) <= 100
+
+
+def test_legacy_storage_types_exist_as_on_cuda():
+    """Tensor.storage_type() looks its class up by name on the device module: it returned None for
+    openreg tensors. Every <Dtype>Storage torch.cuda has, torch.openreg has, with the same meaning."""
+    import warnings
+
+    names = [n for n in dir(torch.cuda) if n.endswith("Storage") and not n.startswith("_")]
+    assert names  # torch.cuda's: FloatStorage, HalfStorage, ...
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TypedStorage is deprecated, on CUDA too
+        for name in names:
+            cls = getattr(torch.openreg, name)
+            assert cls.__name__ == name and cls.dtype == getattr(torch.cuda, name)._dtype
+        x = torch.ones(3, device="openreg")
+        assert x.storage_type() is torch.openreg.FloatStorage
+        assert x.to(torch.bfloat16).storage_type() is torch.openreg.BFloat16Storage
+        assert isinstance(x.storage(), torch.openreg.FloatStorage)
+        assert not isinstance(x.storage(), torch.openreg.HalfStorage)
+        assert not isinstance(torch.ones(3).storage(), torch.openreg.FloatStorage)  # a CPU storage
+        s = torch.openreg.FloatStorage(4)
+        assert s.device == torch.device("openreg", torch.openreg.current_device()) and len(s) == 4

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import memory, random, sanitizer, streams, timing
+from . import _storage, memory, random, sanitizer, streams, timing
 from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     _exchange_device,
     _maybe_exchange_device,
@@ -96,6 +96,10 @@ _lazy_call(_fill_default_generators)
 def priority_range() -> tuple[int, int]:
     """``(least, greatest)`` stream priority: ``(0, -1)`` (see :meth:`Stream.priority_range`)."""
     return Stream.priority_range()
+
+
+# Legacy typed storages (torch.cuda.FloatStorage and friends): Tensor.storage_type() finds them here.
+globals().update(_storage.STORAGES)
 
 
 def __getattr__(name: str) -> object:
