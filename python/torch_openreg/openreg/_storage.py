@@ -39,7 +39,11 @@ def _storage_class(name: str, dtype: torch.dtype) -> type:
         return dtype
 
     # The module's last part names the device to torch.storage (_get_device_from_module).
-    attrs = {"dtype": classproperty(public_dtype), "_dtype": classproperty(private_dtype), "__module__": "torch.openreg"}
+    attrs = {
+        "dtype": classproperty(public_dtype),
+        "_dtype": classproperty(private_dtype),
+        "__module__": "torch.openreg",
+    }
     return type(name, (_OpenRegLegacyStorage,), attrs)
 
 
