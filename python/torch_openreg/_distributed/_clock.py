@@ -48,7 +48,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ._device import _om
+from ._device import _flatten, _om
 
 # gloo's method -> the cost model's kind (None: not a device collective on the clock).
 KINDS: dict[str, str] = {
@@ -87,20 +87,12 @@ def timing_only() -> bool:
     return bool(_C()._timing_only())
 
 
-def _tensors(x) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for o in x for t in _tensors(o)]
-    return []
-
-
 def payload_bytes(calls) -> int:
     """A collective's size as nccl-tests counts it: its larger side (outputs are the first argument,
     inputs the second), summed over the job's calls."""
     total = 0
     for _, args, _ in calls:
-        sides = [sum(t.numel() * t.element_size() for t in _tensors(a)) for a in args[:2]]
+        sides = [sum(t.numel() * t.element_size() for t in _flatten(a)) for a in args[:2]]
         total += max(sides, default=0)
     return total
 

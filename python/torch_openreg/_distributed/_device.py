@@ -17,6 +17,15 @@ def _om() -> Any:
     return torch.openreg  # type: ignore[attr-defined]
 
 
+def _flatten(x) -> list[torch.Tensor]:
+    """The tensors of a collective's argument (a tensor, or nested lists of them), in order."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for o in x for t in _flatten(o)]
+    return []
+
+
 def _stream_args(stream):
     """A torch.Stream as the bindings take it: (stream_id, device_index, device_type)."""
     return stream.stream_id, stream.device_index, stream.device_type

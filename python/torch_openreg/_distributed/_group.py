@@ -20,19 +20,11 @@ import torch.distributed as dist
 
 from . import _clock, _collectives
 from ._comm_queue import _CommQueue, _Job
-from ._device import BACKEND_NAME, _om
+from ._device import BACKEND_NAME, _flatten, _om
 from ._gloo import _Gloo
 from ._reduce_ops import _apply_scale, _scale_of
 from ._views import _Converter
 from ._work import _BarrierWork, _DeviceWork, _HostWork
-
-
-def _flatten(x) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for o in x for t in _flatten(o)]
-    return []
 
 
 class ProcessGroupOpenReg(dist.ProcessGroup):
