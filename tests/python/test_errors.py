@@ -204,3 +204,42 @@ def test_an_in_place_op_never_resizes_self(op):
         assert a.shape == (5, 1)
         assert a.cpu().flatten().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert errors[0] == errors[1] == "output with shape [5, 1] doesn't match the broadcast shape [5, 5]"
+
+
+_HOST_CHECKED = {
+    "indices_that_cannot_broadcast": lambda d: torch.zeros(3, 3, device=d).__setitem__(
+        (torch.tensor([0, 1]), torch.tensor([0, 1, 2])), 0),
+    "accumulate_into_empty_indices": lambda d: torch.zeros(3, device=d).index_put_(
+        (torch.tensor([], dtype=torch.long),), torch.ones(2, device=d), accumulate=True),
+    "mask_assignment_of_the_wrong_count": lambda d: torch.zeros(4, device=d).__setitem__(
+        torch.tensor([True, False, True, False], device=d), torch.ones(3, device=d)),
+    "masked_scatter_into_a_smaller_self": lambda d: torch.zeros(2, 1, device=d).masked_scatter_(
+        torch.ones(2, 2, dtype=torch.bool, device=d), torch.ones(4, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", list(_HOST_CHECKED))
+def test_argument_checks_cuda_makes_on_the_host_raise_at_the_call(name):
+    """Note [Host-side checks at the call]: these errors reached the program at the next synchronize,
+    from the device thread; CPU and CUDA raise them at the call."""
+    raised = []
+    for device in ("cpu", "openreg"):
+        with pytest.raises(Exception) as err:
+            _HOST_CHECKED[name](device)
+        raised.append((type(err.value), str(err.value).split("\n")[0]))
+    assert raised[0] == raised[1]
+    torch.openreg.synchronize()  # nothing was left on the stream to fail later
+
+
+def test_index_put_and_masked_scatter_still_compute_as_cpu():
+    for device in ("cpu", "openreg"):
+        x = torch.zeros(3, 3, device=device)
+        x[torch.tensor([0, 2]), torch.tensor([1, 2])] = torch.tensor([5.0, 6.0], device=device)
+        x.index_put_((torch.tensor([0, 0]),), torch.ones(2, 3, device=device), accumulate=True)
+        x[x > 5.5] = -1.0
+        y = torch.zeros(2, 2, device=device).masked_scatter_(
+            torch.tensor([[True, False], [False, True]], device=device), torch.arange(4.0, device=device))
+        if device == "cpu":
+            expected = (x.clone(), y.clone())
+        else:
+            assert torch.equal(x.cpu(), expected[0]) and torch.equal(y.cpu(), expected[1])

@@ -171,6 +171,7 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
   if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);
   plan->meta_in_python = !plan->sync_only && meta_kernel_in_python(op);
+  plan->checks_on_cpu = !plan->sync_only && policy.checks_on_cpu;
   if (policy.makes_quantized) {
     plan->coverage = Coverage::kMakesQuantized;
   } else if (policy.makes_sparse) {

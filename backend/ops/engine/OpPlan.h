@@ -78,6 +78,9 @@ struct OpPlan {
   //! The op's Meta kernel is a Python function (torch/_meta_registrations.py and friends): see
   //! Note [Meta kernels written in Python] in ShapePass.cpp.
   bool meta_in_python = false;
+  //! CUDA checks this op's arguments on the host and its Meta kernel does not (OpPolicy.h,
+  //! kChecksOnCpu): the shape pass runs CPU's kernel on scratch, and its error is the call's.
+  bool checks_on_cpu = false;
   //! For functional ops (every return kFresh and a plain Tensor): the out= overload whose arguments
   //! are this op's arguments followed by one out tensor per return, so the kernel writes straight into
   //! the preallocated outputs.

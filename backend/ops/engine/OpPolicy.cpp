@@ -18,6 +18,7 @@ enum class Rule : std::uint8_t {
   kShapePassDisagreesUnlessArg,
   kMakesQuantized,
   kMakesSparse,
+  kChecksOnCpu,
   kFunctionalKernel,
 };
 
@@ -73,6 +74,10 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::_empty_affine_quantized", Rule::kMakesQuantized},
     {"aten::_empty_per_channel_affine_quantized", Rule::kMakesQuantized},
     {"quantized::", Rule::kMakesQuantized},
+    // Argument checks CUDA makes on the host and the Meta kernels do not.
+    {"aten::_index_put_impl_", Rule::kChecksOnCpu},
+    {"aten::masked_scatter_", Rule::kChecksOnCpu},
+    {"aten::masked_scatter", Rule::kChecksOnCpu},
     {"aten::to_sparse", Rule::kMakesSparse},
     {"aten::_to_sparse", Rule::kMakesSparse},
     {"aten::_sparse_", Rule::kMakesSparse},
@@ -121,6 +126,7 @@ bool OpPolicy::*flag_of(Rule rule) {
     case Rule::kShapePassDisagrees: return &OpPolicy::shape_pass_disagrees;
     case Rule::kMakesQuantized: return &OpPolicy::makes_quantized;
     case Rule::kMakesSparse: return &OpPolicy::makes_sparse;
+    case Rule::kChecksOnCpu: return &OpPolicy::checks_on_cpu;
     case Rule::kShapePassDisagreesUnlessArg:
     case Rule::kFunctionalKernel:
       break;
@@ -153,8 +159,24 @@ std::vector<std::string_view> ops_run_functionally() {
   return names;
 }
 
+namespace {
+// A boolean or uint8 index (a mask): its nonzero decides the shapes, which CUDA syncs for too.
+bool has_mask_index(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (plan.args[i].kind != ArgKind::kOptionalTensorList) continue;
+    bool mask = false;
+    for_each_tensor(args[i], plan.args[i].kind, [&](const at::Tensor& t, TensorPosition) {
+      mask = mask || (t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte));
+    });
+    if (mask) return true;
+  }
+  return false;
+}
+}  // namespace
+
 bool takes_sync_path(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (plan.sync_only) return true;
+  if (plan.checks_on_cpu && has_mask_index(plan, args)) return true;
   if (plan.shape_pass_valid_if_arg >= 0 && !args[plan.shape_pass_valid_if_arg].toBool()) return true;
   return needs_cpu_overlap_rules(plan, args);
 }

@@ -10,6 +10,10 @@
 //    norm outside training returns empty saved statistics on CPU, its Meta kernel sizes them).
 //  - kMakesQuantized / kMakesSparse (matched by name prefix): the op turns dense tensors into quantized
 //    or sparse ones, which openreg does not have: refused at the call (ops/engine/OpCoverage.h).
+//  - kChecksOnCpu: CUDA checks the arguments on the host (index_put's index broadcast and value shape,
+//    masked_scatter's broadcast), the op's Meta kernel does not: the shape pass runs CPU's kernel on
+//    zeroed scratch and its error is the call's (Note [Host-side checks at the call] in ShapePass.cpp).
+//    Boolean (mask) indices take the sync path, as CUDA syncs for their nonzero.
 //  - kFunctionalKernel: the engine registers the op's functional overload itself, so the op does not
 //    reach the device through PyTorch's composite of its out= kernel (which differs from CPU: a
 //    spurious resize warning); see the table.
@@ -35,6 +39,7 @@ struct OpPolicy {
   const char* shape_pass_valid_if_arg = nullptr;
   bool makes_quantized = false;  //!< listed as kMakesQuantized
   bool makes_sparse = false;     //!< listed as kMakesSparse
+  bool checks_on_cpu = false;    //!< listed as kChecksOnCpu
 };
 
 //! The policy of `op` (its schema tags and the table).

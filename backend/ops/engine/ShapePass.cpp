@@ -36,14 +36,15 @@ bool shape_pass_on_cpu(const OpPlan& plan) {
   // Timing-only execution (Note [Timing-only execution] in sim/src/stream.cpp) keeps the Meta kernel:
   // the CPU kernel on scratch runs at the call's sizes (a full-size bf16 matmul: minutes), and a
   // program in that mode runs no kernel at all.
-  return plan.meta_in_python && !(plan.random && plan.generator_arg < 0) && !timing_only_on();
+  return (plan.meta_in_python || plan.checks_on_cpu) && !(plan.random && plan.generator_arg < 0) &&
+         !timing_only_on();
 }
 
 //! Runs `op` with dispatch key `key` on the stand-ins `conv` makes of `args`; they stay in `standins`,
 //! the results in `results`. False when the kernel raised.
 bool run_on_standins(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args,
                      AliasConverter& conv, c10::DispatchKey key, std::vector<c10::IValue>* standins,
-                     torch::jit::Stack* results) {
+                     torch::jit::Stack* results, bool rethrow = false) {
   const size_t n = plan.args.size();
   const c10::DeviceType type = key == c10::DispatchKey::Meta ? c10::kMeta : c10::kCPU;
   c10::IValue generator;
@@ -60,6 +61,7 @@ bool run_on_standins(const c10::OperatorHandle& op, const OpPlan& plan, c10::Arr
   try {
     op.redispatchBoxed(c10::DispatchKeySet(key), results);
   } catch (const std::exception&) {
+    if (rethrow) throw;
     return false;
   }
   return true;
@@ -74,8 +76,17 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
   torch::jit::Stack results;
   bool ran = false;
   if (shape_pass_on_cpu(plan)) {
+    // Note [Host-side checks at the call]
+    // CUDA checks some ops' arguments on the host before it launches anything (index_put's indices
+    // must broadcast together and the value to the indexing result; masked_scatter's mask and self
+    // must broadcast), where their Meta kernels check nothing, so openreg reported these errors at the
+    // next synchronize, from the device thread. For these ops (OpPolicy.h, kChecksOnCpu) CPU's kernel
+    // runs here on zeroed scratch and its error is the call's error, raised now. Zeros are valid data
+    // for those checks (index 0 is in range; an all-false mask selects nothing); masks, whose data
+    // decides the shapes, take the sync path instead (takes_sync_path).
     AliasConverter scratch(AliasTarget::kCpuScratch);
-    ran = run_on_standins(op, plan, args, scratch, c10::DispatchKey::CPU, &standins, &results);
+    ran = run_on_standins(op, plan, args, scratch, c10::DispatchKey::CPU, &standins, &results,
+                          /*rethrow=*/plan.checks_on_cpu);
   }
   if (!ran) {
     AliasConverter meta(AliasTarget::kMeta);
