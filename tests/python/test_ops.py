@@ -569,3 +569,21 @@ def test_adaptive_max_pool_backward_matches_cpu(dims):
         pool(xd, 2).sum().backward()
         grads.append(xd.grad.cpu())
     assert torch.equal(grads[0], grads[1])
+
+
+def test_indexing_through_a_uint8_mask_warns_as_often_as_on_cpu():
+    """Item 4 of issue 28: reading through one warned 3 times (the index.Tensor wrapper's meta, then our
+    out= kernel's), assigning through one never (the warning was raised on the device thread)."""
+    counts = []
+    for device in ("cpu", "openreg"):
+        x = torch.arange(4.0, device=device)
+        mask = torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=device)
+        with warnings.catch_warnings(record=True) as read:
+            warnings.simplefilter("always")
+            y = x[mask]
+        with warnings.catch_warnings(record=True) as written:
+            warnings.simplefilter("always")
+            x[mask] = torch.tensor([7.0, 8.0], device=device)
+        torch.openreg.synchronize()
+        counts.append((len(read), len(written), y.cpu().tolist(), x.cpu().tolist()))
+    assert counts[0] == counts[1] == (1, 1, [0.0, 2.0], [7.0, 1.0, 8.0, 3.0])

@@ -166,7 +166,8 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   }
   plan->random = plan->generator_arg >= 0 || op.hasTag(at::Tag::nondeterministic_seeded);
   const OpPolicy policy = policy_of(op);
-  if (policy.data_dependent) plan->host_waits = true;
+  if (policy.data_dependent || policy.data_dependent_with_mask) plan->host_waits = true;
+  plan->mask_dependent = policy.data_dependent_with_mask;
   if (policy.data_dependent || policy.shape_pass_disagrees) plan->sync_only = true;
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
   if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);

@@ -81,6 +81,9 @@ struct OpPlan {
   //! CUDA checks this op's arguments on the host and its Meta kernel does not (OpPolicy.h,
   //! kChecksOnCpu): the shape pass runs CPU's kernel on scratch, and its error is the call's.
   bool checks_on_cpu = false;
+  //! Its output shape depends on the data only through mask indices (OpPolicy.h,
+  //! kDataDependentWithMask): calls with one take the sync path.
+  bool mask_dependent = false;
   //! For functional ops (every return kFresh and a plain Tensor): the out= overload whose arguments
   //! are this op's arguments followed by one out tensor per return, so the kernel writes straight into
   //! the preallocated outputs.

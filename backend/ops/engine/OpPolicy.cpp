@@ -19,6 +19,7 @@ enum class Rule : std::uint8_t {
   kMakesQuantized,
   kMakesSparse,
   kChecksOnCpu,
+  kDataDependentWithMask,
   kFunctionalKernel,
 };
 
@@ -78,6 +79,8 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::_index_put_impl_", Rule::kChecksOnCpu},
     {"aten::masked_scatter_", Rule::kChecksOnCpu},
     {"aten::masked_scatter", Rule::kChecksOnCpu},
+    // Data-dependent only through mask indices.
+    {"aten::index", Rule::kDataDependentWithMask},
     {"aten::to_sparse", Rule::kMakesSparse},
     {"aten::_to_sparse", Rule::kMakesSparse},
     {"aten::_sparse_", Rule::kMakesSparse},
@@ -90,6 +93,10 @@ constexpr PolicyEntry kOpPolicies[] = {
     // engine for their functional overload, so the engine runs them as CPU does.
     {"aten::mse_loss", Rule::kFunctionalKernel},
     {"aten::smooth_l1_loss", Rule::kFunctionalKernel},
+    // The wrapper of index.Tensor runs its meta function (which warns about uint8 masks) and then the
+    // out= kernel, which runs it again: the warning came twice more than on CPU. An overload name
+    // (here and only here) names the overload to register.
+    {"aten::index.Tensor", Rule::kFunctionalKernel},
 };
 
 // CPU's kernels reject writes that partially overlap an input or that land twice on one element
@@ -127,6 +134,7 @@ bool OpPolicy::*flag_of(Rule rule) {
     case Rule::kMakesQuantized: return &OpPolicy::makes_quantized;
     case Rule::kMakesSparse: return &OpPolicy::makes_sparse;
     case Rule::kChecksOnCpu: return &OpPolicy::checks_on_cpu;
+    case Rule::kDataDependentWithMask: return &OpPolicy::data_dependent_with_mask;
     case Rule::kShapePassDisagreesUnlessArg:
     case Rule::kFunctionalKernel:
       break;
@@ -142,6 +150,7 @@ OpPolicy policy_of(const c10::OperatorHandle& op) {
   for (const auto& entry : kOpPolicies) {
     const bool matches = by_prefix(entry.rule) ? name.substr(0, entry.op.size()) == entry.op : name == entry.op;
     if (!matches) continue;
+    if (entry.rule == Rule::kDataDependentWithMask) policy.data_dependent = false;  // only with a mask
     if (bool OpPolicy::*flag = flag_of(entry.rule)) {
       policy.*flag = true;
     } else if (entry.rule == Rule::kShapePassDisagreesUnlessArg) {
@@ -176,7 +185,7 @@ bool has_mask_index(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
 
 bool takes_sync_path(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (plan.sync_only) return true;
-  if (plan.checks_on_cpu && has_mask_index(plan, args)) return true;
+  if ((plan.checks_on_cpu || plan.mask_dependent) && has_mask_index(plan, args)) return true;
   if (plan.shape_pass_valid_if_arg >= 0 && !args[plan.shape_pass_valid_if_arg].toBool()) return true;
   return needs_cpu_overlap_rules(plan, args);
 }

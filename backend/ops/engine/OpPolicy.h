@@ -14,6 +14,9 @@
 //    masked_scatter's broadcast), the op's Meta kernel does not: the shape pass runs CPU's kernel on
 //    zeroed scratch and its error is the call's (Note [Host-side checks at the call] in ShapePass.cpp).
 //    Boolean (mask) indices take the sync path, as CUDA syncs for their nonzero.
+//  - kDataDependentWithMask: the output shape depends on the data only through boolean (mask)
+//    indices (index.Tensor: its tag says dynamic shape for every call): only calls with a mask take
+//    the sync path, as CUDA syncs only for them.
 //  - kFunctionalKernel: the engine registers the op's functional overload itself, so the op does not
 //    reach the device through PyTorch's composite of its out= kernel (which differs from CPU: a
 //    spurious resize warning); see the table.
@@ -40,6 +43,7 @@ struct OpPolicy {
   bool makes_quantized = false;  //!< listed as kMakesQuantized
   bool makes_sparse = false;     //!< listed as kMakesSparse
   bool checks_on_cpu = false;    //!< listed as kChecksOnCpu
+  bool data_dependent_with_mask = false;  //!< listed as kDataDependentWithMask
 };
 
 //! The policy of `op` (its schema tags and the table).
