@@ -55,7 +55,7 @@ std::optional<CollectiveEstimate> modelled_collective(const std::string& kind, d
   const sim::DeviceProfile* p = detail::started_runtime().profile();
   if (p == nullptr) return std::nullopt;
   const sim::CollectiveTime t = sim::collective_time(*p, {it->second, bytes, ranks, nodes});
-  return CollectiveEstimate{t.ns, t.algorithm, sim::bus_factor(it->second, ranks)};
+  return CollectiveEstimate{t.ns, t.algorithm};
 }
 
 }  // namespace c10::openreg

@@ -57,7 +57,6 @@ OPENREG_BACKEND_API VirtualDeviceTime virtual_device_time(c10::DeviceIndex index
 struct CollectiveEstimate {
   double ns = 0;
   std::string algorithm;
-  double bus_factor = 1;  //!< nccl-tests' bus bandwidth factor of the collective
 };
 OPENREG_BACKEND_API std::optional<CollectiveEstimate> modelled_collective(const std::string& kind, double bytes,
                                                                           int ranks, int nodes);

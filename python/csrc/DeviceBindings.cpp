@@ -72,12 +72,12 @@ void bind_device(py::module_& m) {
           if (!ns) return py::none();
           return py::float_(*ns);
         }));
-  // A collective's modelled time (ns, algorithm, bus factor), or None without a profile.
+  // A collective's modelled time (ns, algorithm), or None without a profile.
   m.def("_modelled_collective", torch::wrap_pybind_function([](const std::string& kind, double bytes,
                                                                std::int64_t ranks, std::int64_t nodes) -> py::object {
           const auto t = ore::modelled_collective(kind, bytes, static_cast<int>(ranks), static_cast<int>(nodes));
           if (!t) return py::none();
-          return py::make_tuple(t->ns, t->algorithm, t->bus_factor);
+          return py::make_tuple(t->ns, t->algorithm);
         }));
   m.def("_timing_only", torch::wrap_pybind_function([] { return ore::timing_only_execution(); }));
   m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));

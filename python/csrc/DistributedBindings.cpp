@@ -18,6 +18,14 @@
 
 namespace py = pybind11;
 
+namespace {
+//! A torch.Stream as Python passes it: (stream_id, device_index, device_type).
+c10::Stream stream_of(std::int64_t stream_id, std::int64_t device_index, std::int64_t device_type) {
+  return c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
+                              static_cast<c10::DeviceType>(device_type));
+}
+}  // namespace
+
 void bind_distributed(pybind11::module_& m) {
   using c10::openreg::CollectiveEvent;
   py::class_<CollectiveEvent, std::shared_ptr<CollectiveEvent>>(m, "_CollectiveEvent")
@@ -27,13 +35,11 @@ void bind_distributed(pybind11::module_& m) {
       // A torch.Stream's (stream_id, device_index, device_type).
       .def("block", torch::wrap_pybind_function([](CollectiveEvent& self, std::int64_t stream_id,
                                                    std::int64_t device_index, std::int64_t device_type) {
-             self.block(c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
-                                             static_cast<c10::DeviceType>(device_type)));
+             self.block(stream_of(stream_id, device_index, device_type));
            }))
       .def("issue_on", torch::wrap_pybind_function([](CollectiveEvent& self, std::int64_t stream_id,
                                                       std::int64_t device_index, std::int64_t device_type) {
-             return self.issue_on(c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
-                                                       static_cast<c10::DeviceType>(device_type)));
+             return self.issue_on(stream_of(stream_id, device_index, device_type));
            }))
       .def("wait_issued", torch::wrap_pybind_function_no_gil([](CollectiveEvent& self) { self.wait_issued(); }))
       .def("place", torch::wrap_pybind_function([](CollectiveEvent& self, std::int64_t start_ns, std::int64_t end_ns) {

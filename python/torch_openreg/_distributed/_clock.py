@@ -48,7 +48,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ._device import _flatten, _om
+from ._device import _flatten
 
 # gloo's method -> the cost model's kind (None: not a device collective on the clock).
 KINDS: dict[str, str] = {
@@ -131,7 +131,7 @@ class _Clock:
         self.nodes = len(set(self._node_of))
 
     def _cost_ns(self, kind: str, nbytes: int, ranks: int, nodes: int) -> int:
-        ns, _, _ = _C()._modelled_collective(kind, float(nbytes), ranks, nodes)
+        ns, _ = _C()._modelled_collective(kind, float(nbytes), ranks, nodes)
         return round(ns)
 
     def collective(self, op: str, kind: str, nbytes: int, reach_ns: int, root: int) -> tuple[int, int]:
@@ -190,8 +190,3 @@ class _Clock:
 
     def shutdown(self) -> None:
         self._gloo.shutdown()
-
-
-def stream_args(device: torch.device):
-    s = _om().current_stream(device)
-    return s.stream_id, s.device_index, s.device_type

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from . import _clock, _collectives
 from ._comm_queue import _CommQueue, _Job
-from ._device import BACKEND_NAME, _flatten, _om
+from ._device import BACKEND_NAME, _flatten, _om, _stream_args
 from ._gloo import _Gloo
 from ._reduce_ops import _apply_scale, _scale_of
 from ._views import _Converter
@@ -147,12 +147,12 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         barrier's openreg device, and the host waits for its end, so every rank's host clock leaves
         the barrier at the same virtual time (Note [Collectives on the virtual clock]). Otherwise
         gloo's barrier."""
-        device = getattr(opts, "device", None) if opts is not None else None
-        if (device is None or device.type != BACKEND_NAME) and self._virtual():
-            # c10d picks the CPU for a group that also serves CPU tensors (ours does, through gloo);
-            # NCCL's group barriers on its device: the bound one, else the current one.
-            device = self.bound_device_id or torch.device(BACKEND_NAME, _om().current_device())
-        if device is not None and device.type == BACKEND_NAME and self._virtual():
+        if self._virtual():
+            device = getattr(opts, "device", None)
+            if device is None or device.type != BACKEND_NAME:
+                # c10d picks the CPU for a group that also serves CPU tensors (ours does, through
+                # gloo); NCCL's group barriers on its device: the bound one, else the current one.
+                device = self.bound_device_id or torch.device(BACKEND_NAME, _om().current_device())
             flag = torch.zeros(1, device=device)
             work = self._run("barrier", [("allreduce", ([flag], dist.AllreduceOptions()), None)])
             return _BarrierWork(work)
@@ -206,7 +206,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             return _HostWork(done, outputs)
         if virtual and _clock.timing_only() and calls[0][0] != "recv_anysource":
             launches, post_views = [], []  # timing-only execution: no data moves
-        stream = _clock.stream_args(conv.device) if conv.device is not None else None
+        stream = _stream_args(_om().current_stream(conv.device)) if conv.device is not None else None
         job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, stream)
         if virtual:
             self._place(job, calls)  # before the job is shared: the span is fixed first

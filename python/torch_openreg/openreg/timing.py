@@ -87,7 +87,7 @@ def collective(kind: str, nbytes: int, ranks: int, nodes: int = 1) -> tuple[floa
     result = _C._modelled_collective(kind, float(nbytes), int(ranks), int(nodes))
     if result is None:
         raise RuntimeError("torch.openreg.timing.collective needs a device profile: set OPENREG_DEVICE_PROFILE")
-    ns, algorithm, _ = result
+    ns, algorithm = result
     return float(ns) / 1e9, str(algorithm)
 
 
