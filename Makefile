@@ -17,7 +17,7 @@ PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest ruff mypy
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: deps build test test-cpp test-python test-loaded test-sanitizers wheel-check lint lint-python lint-cpp demo sim-demo bench stress stress-loaded clean
+.PHONY: deps deps-ecosystem test-ecosystem build test test-cpp test-python test-loaded test-sanitizers wheel-check lint lint-python lint-cpp demo sim-demo bench stress stress-loaded clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -64,6 +64,20 @@ test-loaded: build
 	  echo "== loaded run $$run of $(LOADED_RUNS) ($$(nproc) CPU hogs beside it)"; \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python || exit 1; \
 	done
+
+# Third-party libraries people train with (transformers, accelerate, Lightning), pinned in
+# tests/ecosystem/requirements.txt, go into a virtual environment of their own that sees the system's
+# torch and torch_openreg: installing them never changes what `import torch` loads for users.
+ECO_VENV := $(BUILD_DIR)/ecosystem-venv
+deps-ecosystem: build
+	@$(ECO_VENV)/bin/python -c "import transformers, accelerate, lightning" 2>/dev/null || \
+	  { echo "deps-ecosystem: installing tests/ecosystem/requirements.txt into $(ECO_VENV)"; \
+	    $(PYTHON) -m venv --system-site-packages $(ECO_VENV) && \
+	    $(ECO_VENV)/bin/python -m pip install -q -r tests/ecosystem/requirements.txt -c tests/ecosystem/constraints.txt; }
+
+# The ecosystem tests: the libraries above training on openreg, run with the venv's Python.
+test-ecosystem: deps-ecosystem
+	$(ECO_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/ecosystem
 
 # The sim layer's tests again under ThreadSanitizer and AddressSanitizer (sim only: no torch needed).
 test-sanitizers: deps
