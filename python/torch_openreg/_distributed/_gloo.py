@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from ._address import gloo_device
 from ._device import BACKEND_NAME
 
 if TYPE_CHECKING:
@@ -60,7 +61,15 @@ class _Gloo(dist.ProcessGroupGloo):
     """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta, owner: ProcessGroupOpenReg) -> None:
-        super().__init__(store, rank, size, timeout)
+        device = gloo_device(store, rank, size, timeout)  # Note [Which address gloo listens on]
+        if device is None:
+            super().__init__(store, rank, size, timeout)
+        else:
+            opts = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
+            opts._devices = [device]
+            opts._timeout = timeout
+            opts._threads = 2  # what gloo's constructor from a timeout gives one device
+            super().__init__(store, rank, size, opts)
         self._owner = weakref.ref(owner)  # the group owns this one: no cycle
 
     @property
