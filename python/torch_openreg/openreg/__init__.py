@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _storage, memory, random, sanitizer, streams, timing
+from . import _storage, memory, random, sanitizer, streams, timing, viz  # noqa: F401  (torch.openreg.viz)
 from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     _exchange_device,
     _maybe_exchange_device,
