@@ -10,10 +10,10 @@ from ._memory_model import (
     STREAM_COLOURS,
     DeviceMemory,
     Snapshot,
+    allocated_at,
     device_memory,
     frame_text,
     load_snapshot,
-    python_frames,
     shade,
     stream_label,
 )
@@ -66,8 +66,7 @@ def _segments_table(dm: DeviceMemory) -> str:
         base = int(seg.get("address", 0))
         blocks = []
         for b in seg.get("blocks") or []:
-            frames = python_frames(list(b.get("frames") or []))
-            where = escape(frame_text(frames[0])) if frames else ""
+            where = escape(allocated_at(list(b.get("frames") or [])))
             blocks.append(f"<tr><td>+{int(b.get('address', base)) - base:#x}</td>"
                           f"<td class=num>{escape(format_bytes(int(b.get('size', 0))))}</td>"
                           f"<td class=num>{int(b.get('requested_size', 0))}</td><td>{escape(b.get('state', ''))}</td>"

@@ -31,7 +31,7 @@ Snapshot = Dict[str, Any]
 # One hue per stream (in order of first use on a device); allocations of a stream alternate shades of it.
 STREAM_COLOURS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
                   "#B8A038", "#64B5CD"]
-_SHADES = [0.0, 0.28, 0.14, 0.42]  # how far each allocation's colour is mixed towards white
+_SHADES = [0.0, 0.3, 0.12, 0.42, 0.06, 0.22]  # how far each allocation's colour is mixed towards white
 
 
 def shade(stream_index: int, n: int) -> str:
@@ -246,6 +246,20 @@ def frame_text(frame: Dict[str, Any]) -> str:
         if marker in filename:
             filename = filename.rsplit(marker, 1)[1]
     return f"{frame.get('name', '?')} ({filename}:{frame.get('line', 0)})"
+
+
+def allocated_at(frames: List[Dict[str, Any]]) -> str:
+    """Where a block was allocated, in a line: the innermost frame outside torch's own Python (the user's
+    line), with the innermost frame when that is torch's (say "convert (torch/nn/modules/module.py:1369)"
+    under ``model.to(...)``)."""
+    frames = python_frames(frames)
+    if not frames:
+        return ""
+    texts = [frame_text(f) for f in frames]
+    user = next((t for t in texts if " (torch/" not in t), None)
+    if user is None or user == texts[0]:
+        return texts[0]
+    return f"{user}, in {frames[0].get('name', '?')}"
 
 
 def stream_label(dm: DeviceMemory, index: int) -> str:

@@ -85,19 +85,32 @@ const LABEL_W = 210, AXIS_H = 26, ROW_H = 20, LANE_GAP = 7, OV_ROW = 5, FONT = "
 const t0 = D.t0, t1 = Math.max(D.t1, D.t0 + 1e-3);
 const full = t1 - t0;
 
-// Layout: every row of every lane gets a band ROW_H high; items of a row are sorted and disjoint, so
-// their ends are sorted too and both ends of the visible part are found by binary search.
-let y = AXIS_H + 4;
+// Layout: every row of every lane gets a band ROW_H high, and below it, when names are written under
+// the bars, a strip NAMES_H high for the names of bars too narrow to hold theirs. Items of a row are
+// sorted and disjoint, so their ends are sorted too and both ends of the visible part are found by
+// binary search.
+const NAMES_H = 104;
 const rows = [];
 D.lanes.forEach(function (lane, li) {
-  lane.y0 = y;
-  lane.rows.forEach(function (r, ri) {
-    r.y = y; r.lane = li; r.end = r.ts.map(function (t, i) { return t + r.dur[i]; });
-    rows.push(r); y += ROW_H;
+  lane.rows.forEach(function (r) {
+    r.lane = li; r.end = r.ts.map(function (t, i) { return t + r.dur[i]; });
+    rows.push(r);
   });
-  lane.y1 = y; y += LANE_GAP;
 });
-const HEIGHT = Math.max(y, AXIS_H + 60);
+const namesBox = document.getElementById("names");
+namesBox.checked = rows.length <= 6;  // on by default where it keeps the page short
+let HEIGHT = 0, STRIP = 0;
+function layout() {
+  STRIP = namesBox.checked ? NAMES_H : 0;
+  let y = AXIS_H + 4;
+  D.lanes.forEach(function (lane) {
+    lane.y0 = y;
+    lane.rows.forEach(function (r) { r.y = y; y += ROW_H + STRIP; });
+    lane.y1 = y; y += LANE_GAP;
+  });
+  HEIGHT = Math.max(y, AXIS_H + 60);
+}
+layout();
 const OV_H = Math.max(12, Math.min(D.lanes.length, 16) * OV_ROW + 6);
 
 let v0 = t0 - full * 0.01, v1 = t1 + full * 0.01;   // the visible window, µs
@@ -261,6 +274,8 @@ function draw() {
 
 function drawRow(r) {
   const lo = lowerBound(r.end, v0), hi = upperBound(r.ts, v1), top = r.y + 2, h = ROW_H - 4;
+  const lineH = 12;
+  let lastName = -1e9;  // right edge of the last name written under this row's bars
   // Items under a pixel wide are merged into runs, so a zoomed-out view of 100k items stays fast
   // and shows where work is dense.
   let runA = -1, runB = -1, runFill = null;
@@ -281,9 +296,24 @@ function drawRow(r) {
     ctx.globalAlpha = on ? 1 : 0.2;
     ctx.fillStyle = fill; ctx.fillRect(a, top, b - a, h);
     const left = Math.max(a, LABEL_W), room = Math.min(b, LABEL_W + plotW()) - left - 6;
-    if (room > 14) {
-      const s = fitName(r.n[i], room);
-      if (s) { ctx.fillStyle = textOn(fill); ctx.fillText(s, left + 3, top + h / 2 + 0.5); }
+    const s = room > 14 ? fitName(r.n[i], room) : "";
+    if (s) { ctx.fillStyle = textOn(fill); ctx.fillText(s, left + 3, top + h / 2 + 0.5); }
+    else if (STRIP) {
+      // Upright under its bar, pushed right of the previous name when they would touch (a thin line
+      // joins it to its bar); left out when that is too far from the bar: zoom in to see it.
+      const centre = (Math.max(a, LABEL_W) + Math.min(b, LABEL_W + plotW())) / 2;
+      const at = Math.max(centre, lastName + 1 + lineH / 2);
+      const name = at - centre <= 2 * lineH ? fitName(r.n[i], STRIP - 12) : "";
+      if (name) {
+        const y0 = r.y + ROW_H + 4;
+        if (at > centre + 0.5) {
+          ctx.strokeStyle = "#999"; ctx.lineWidth = 0.8;
+          ctx.beginPath(); ctx.moveTo(centre, top + h); ctx.lineTo(at, y0); ctx.stroke();
+        }
+        ctx.save(); ctx.translate(at, y0); ctx.rotate(Math.PI / 2);
+        ctx.fillStyle = "#222"; ctx.fillText(name, 0, 0); ctx.restore();
+        lastName = at + lineH / 2;
+      }
     }
   }
   flush();
@@ -305,7 +335,7 @@ function drawRow(r) {
 }
 
 function itemAt(px, py) {
-  const r = rows.find(function (r) { return py >= r.y && py < r.y + ROW_H; });
+  const r = rows.find(function (r) { return py >= r.y && py < r.y + ROW_H + STRIP; });
   if (!r || px < LABEL_W) return null;
   const t = T(px), tol = 4 * (v1 - v0) / plotW();
   let i = upperBound(r.ts, t) - 1;
@@ -404,6 +434,7 @@ window.addEventListener("keydown", function (e) {
   else if (e.key === "0" || e.key === "f") fit();
 });
 document.getElementById("fit").onclick = fit;
+namesBox.addEventListener("change", function () { layout(); resize(); });
 document.getElementById("zin").onclick = function () { zoomAt(LABEL_W + plotW() / 2, 0.5); };
 document.getElementById("zout").onclick = function () { zoomAt(LABEL_W + plotW() / 2, 2); };
 search.addEventListener("input", function () {
@@ -458,6 +489,7 @@ of device time from {escape(timeline.path)}. Wheel: zoom around the pointer; dra
 an item: zoom to it; click: keep its details below; keys <kbd>+</kbd> <kbd>-</kbd> <kbd>&larr;</kbd> <kbd>&rarr;</kbd>
 <kbd>0</kbd> (whole trace).</div>
 <div class=controls><button id=fit>whole trace</button><button id=zin>zoom in</button><button id=zout>zoom out</button>
+<label><input id=names type=checkbox> names under narrow bars</label>
 <input id=search type=search placeholder="highlight ops by name" size=28><span id=found class=muted></span>
 <span class=legend>{legend}</span><span id=range class=muted></span></div></header>
 <canvas id=ov></canvas><div id=wrap><canvas id=tl></canvas></div><div id=tip></div>

@@ -100,7 +100,7 @@ def _draw(fig: Any, ax: Any, timeline: Timeline, layout: _Layout, plot_w_px: flo
     span = max(t1 - t0, 1e-9)
     px = plot_w_px / span  # pixels per µs
     size = _text_size(fig)
-    room_below = (1.0 - bar_frac - 0.08) * (fig.get_size_inches()[1] - _TOP - _BOTTOM) / layout.height * fig.dpi
+    room_below = (1.0 - bar_frac - 0.11) * (fig.get_size_inches()[1] - _TOP - _BOTTOM) / layout.height * fig.dpi
     for li, lane in enumerate(timeline.lanes):
         for ri, row in enumerate(lane.rows):
             y = layout.row_y[(li, ri)] + 0.06
@@ -121,14 +121,19 @@ def _draw(fig: Any, ax: Any, timeline: Timeline, layout: _Layout, plot_w_px: flo
                             ha="left", color=text_colour(fill), clip_on=True)
                     last_label_px = left_px + bar_px
                 elif names_below:
+                    # Upright under its bar; pushed right of the previous name when they would touch (a
+                    # thin line then joins it to its bar), and left out if that is too far from the bar.
                     centre_px = left_px + bar_px / 2
                     line_px = size("Ag", _FONT)[1]
-                    if centre_px - line_px / 2 >= last_label_px + 1:
-                        label = _fit(_short(item.name), room_below, _FONT, size)
-                        if label:
-                            ax.text(t0 + centre_px / px, y + bar_frac + 0.04, label, fontsize=_FONT, rotation=90,
-                                    va="top", ha="center", color="#222222", clip_on=True)
-                            last_label_px = centre_px + line_px / 2
+                    at_px = max(centre_px, last_label_px + 1 + line_px / 2)
+                    label = _fit(_short(item.name), room_below, _FONT, size)
+                    if label and at_px - centre_px <= 2 * line_px:
+                        ax.text(t0 + at_px / px, y + bar_frac + 0.07, label, fontsize=_FONT, rotation=90,
+                                va="top", ha="center", color="#222222", clip_on=True)
+                        if at_px > centre_px + 0.5:
+                            ax.plot([t0 + centre_px / px, t0 + at_px / px], [y + bar_frac, y + bar_frac + 0.065],
+                                    color="#888888", linewidth=0.6, clip_on=True)
+                        last_label_px = at_px + line_px / 2
             if spans:
                 ax.broken_barh(spans, (y, bar_frac), facecolors=fills, edgecolor="none")
     unit, scale = time_unit(span)
