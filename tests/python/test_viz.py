@@ -129,6 +129,13 @@ def test_timeline_pages_hold_every_item_once_and_cut_at_idle_gaps(tmp_path):
     assert paths == [str(tmp_path / "t-01.png"), str(tmp_path / "t-02.png")]
     for path in paths:
         assert png_size(path)[0] == 320
+    # a window (ms from the start) keeps the items that overlap it, and every lane
+    second = _trace_model.clip(_trace_model.load_trace(trace), (0.05, 0.2))
+    assert [i.name for i in second.items] == [f"op{5 + i}" for i in range(5)]
+    assert viz.timeline_pngs(trace, tmp_path / "w.png", items_per_page=8, width=8, dpi=40,
+                             window_ms=(0.05, 0.2)) == [str(tmp_path / "w-01.png")]
+    with pytest.raises(ValueError, match="window_ms"):
+        viz.timeline_png(trace, tmp_path / "x.png", window_ms=(0.2, 0.05))
 
 
 def test_timeline_pages_of_a_real_trace(trace_path, tmp_path):
@@ -322,6 +329,8 @@ def test_command_line(trace_path, tmp_path, capsys, monkeypatch):
     assert set(page_data(out)["names"]) == trace_names(trace_path)
     assert _cli.main(["timeline", str(trace_path), str(tmp_path / "p.png"), "--pages", "--items-per-page", "4"]) == 0
     assert all(png_size(p) for p in capsys.readouterr().out.split())
+    assert _cli.main(["timeline", str(trace_path), str(tmp_path / "w.png"), "--window-ms", "0,0.001"]) == 0
+    assert png_size(tmp_path / "w.png")
     snap = tmp_path / "s.pickle"
     torch.openreg.memory._dump_snapshot(str(snap))
     assert _cli.main(["memory", str(snap), str(tmp_path / "s.png")]) == 0

@@ -13,6 +13,7 @@ _EPILOG = """examples:
   python -m torch_openreg.viz timeline run.json run.html        # zoomable, self-contained page
   python -m torch_openreg.viz timeline run.json run.png         # the whole trace in one PNG
   python -m torch_openreg.viz timeline run.json run.png --pages # run-01.png, ...: every op named
+  python -m torch_openreg.viz timeline run.json step.png --pages --window-ms 4.8,9.7  # one step
   python -m torch_openreg.viz memory snap.pickle snap.html      # memory over time, stacks, segments
   python -m torch_openreg.viz memory snap.pickle snap.png [--x time]
 
@@ -29,6 +30,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("out", help="a .html page, or a .png picture")
     t.add_argument("--pages", action="store_true", help="PNG: pages with every op named (out-01.png, ...)")
     t.add_argument("--items-per-page", type=int, default=60)
+    t.add_argument("--window-ms", metavar="START,END", help="PNG: only this part of the trace (ms from its start)")
     t.add_argument("--title")
     m = sub.add_parser("memory", help="a memory snapshot (pickle from torch.openreg.memory._dump_snapshot)")
     m.add_argument("snapshot")
@@ -44,9 +46,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(f"{args.out}: the output must end in .html or .png")
     try:
         if args.what == "timeline":
+            window = None
+            if args.window_ms:
+                try:
+                    start, end = (float(v) for v in args.window_ms.split(","))
+                except ValueError:
+                    parser.error(f"--window-ms: expected START,END in ms, got {args.window_ms!r}")
+                window = (start, end)
             if ext == ".png":
-                written = (timeline_pngs(args.trace, args.out, args.title, items_per_page=args.items_per_page)
-                           if args.pages else [timeline_png(args.trace, args.out, args.title)])
+                written = (timeline_pngs(args.trace, args.out, args.title, items_per_page=args.items_per_page,
+                                         window_ms=window)
+                           if args.pages else [timeline_png(args.trace, args.out, args.title, window_ms=window)])
             else:
                 written = [timeline_html(args.trace, args.out, args.title)]
         else:

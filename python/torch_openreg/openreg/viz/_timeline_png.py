@@ -6,7 +6,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._common import PathLike, format_us, fspath
-from ._trace_model import KERNEL_ALT, Lane, Timeline, colour, load_trace, pages, text_colour, time_unit
+from ._trace_model import KERNEL_ALT, Lane, Timeline, clip, colour, load_trace, pages, text_colour, time_unit
 
 # Fixed margins (inches) around the plot, so the plot's width in pixels, and with it which names fit on
 # their bars, is known before anything is drawn; the PNG is exactly width x height inches at dpi.
@@ -163,18 +163,19 @@ def _empty(ax: Any) -> None:
 
 
 def timeline_png(trace: PathLike, png: PathLike, title: Optional[str] = None, *, width: float = 14.0,
-                 dpi: int = 110) -> str:
+                 dpi: int = 110, window_ms: Optional[Tuple[float, float]] = None) -> str:
     """Draws the whole trace at ``trace`` (Chrome trace JSON from ``torch.openreg.trace``) as one PNG at
     ``png``: a lane per device and stream, items coloured by kind, back-to-back kernels in alternating
     shades, each op's name on its bar where it fits. ``width`` is in inches; each lane's row is 0.4 inch
-    high. For per-op detail of a long trace use :func:`timeline_pngs` or :func:`timeline_html`.
-    Returns the path written."""
-    timeline = load_trace(trace)
+    high; ``window_ms=(start, end)`` draws only that part (ms from the trace's start). For per-op detail
+    of a long trace use :func:`timeline_pngs` or :func:`timeline_html`. Returns the path written."""
+    timeline = clip(load_trace(trace), window_ms)
     fig, ax, layout, plot_w_px = _figure(timeline.lanes, 0.4, width, dpi)
     try:
         if timeline.items:
-            pad = (timeline.end - timeline.start) * 0.005
-            _draw(fig, ax, timeline, layout, plot_w_px, timeline.start - pad, timeline.end + pad, 0.8, False)
+            t0, t1 = (window_ms[0] * 1e3, window_ms[1] * 1e3) if window_ms else (timeline.start, timeline.end)
+            pad = (t1 - t0) * 0.005
+            _draw(fig, ax, timeline, layout, plot_w_px, t0 - pad, t1 + pad, 0.8, False)
         else:
             _empty(ax)
         ax.set_title(title or os.path.basename(timeline.path), fontsize=10, loc="left")
@@ -193,12 +194,13 @@ def page_paths(png: PathLike, count: int) -> List[str]:
 
 
 def timeline_pngs(trace: PathLike, png: PathLike, title: Optional[str] = None, *, items_per_page: int = 60,
-                  width: float = 16.0, dpi: int = 110) -> List[str]:
+                  width: float = 16.0, dpi: int = 110, window_ms: Optional[Tuple[float, float]] = None) -> List[str]:
     """Draws the trace at ``trace`` as pages of at most ``items_per_page`` items each, with every op's name:
     on its bar where it fits, else written upright under it. Pages are cut where no device is busy when
     they can be (a host synchronization, the end of a step). ``png`` names the files: ``run.png`` writes
-    ``run-01.png``, ``run-02.png``, ... Returns the paths written, in time order."""
-    timeline = load_trace(trace)
+    ``run-01.png``, ``run-02.png``, ... ``window_ms=(start, end)``: only the items that overlap that part
+    of the trace (ms from its start; one training step, say). Returns the paths written, in time order."""
+    timeline = clip(load_trace(trace), window_ms)
     windows = pages(timeline, items_per_page) or [(0.0, 0.0, 0)]
     paths = page_paths(png, len(windows))
     plt = _pyplot()

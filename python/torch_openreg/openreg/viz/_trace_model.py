@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ._common import PathLike, fspath
 
@@ -123,16 +123,37 @@ def load_trace(trace: PathLike) -> Timeline:
     for lane in ordered:
         lane.items.sort(key=lambda i: (i.start, i.end))
         lane.label = _lane_label(lane, process_names, thread_names)
-        for item in lane.items:  # first row whose last item has ended: rows stay sorted and disjoint
-            for row in lane.rows:
-                # ts + dur, both rounded µs in the file, may exceed the next item's ts by a rounding
-                # error: a picosecond's slack keeps back-to-back items of one stream on one row.
-                if row[-1].end <= item.start + 1e-6:
-                    row.append(item)
-                    break
-            else:
-                lane.rows.append([item])
+        _fill_rows(lane)
     return Timeline(path, ordered)
+
+
+def _fill_rows(lane: Lane) -> None:
+    lane.rows = []
+    for item in lane.items:  # the first row whose last item has ended: rows stay sorted and disjoint
+        for row in lane.rows:
+            # ts + dur, both rounded µs in the file, may exceed the next item's ts by a rounding
+            # error: a picosecond's slack keeps back-to-back items of one stream on one row.
+            if row[-1].end <= item.start + 1e-6:
+                row.append(item)
+                break
+        else:
+            lane.rows.append([item])
+
+
+def clip(timeline: Timeline, window_ms: Optional[Tuple[float, float]]) -> Timeline:
+    """The items of ``timeline`` that overlap ``window_ms`` (ms from the trace's start; None: all), with
+    every lane kept so that pages of one trace line up."""
+    if window_ms is None:
+        return timeline
+    start, end = (float(v) * 1e3 for v in window_ms)
+    if not end > start:
+        raise ValueError(f"window_ms must be (start, end) with end > start, got {window_ms!r}")
+    lanes = []
+    for lane in timeline.lanes:
+        kept = Lane(lane.pid, lane.tid, lane.label, [i for i in lane.items if i.end >= start and i.start <= end])
+        _fill_rows(kept)
+        lanes.append(kept)
+    return Timeline(timeline.path, lanes)
 
 
 def _lane_label(lane: Lane, process_names: Dict[Any, str], thread_names: Dict[Tuple[Any, Any], str]) -> str:
