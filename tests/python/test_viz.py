@@ -250,6 +250,33 @@ def test_snapshot_view_accounts_for_exactly_the_bytes_allocated(recorded, tmp_pa
     check_layout(dm2)
 
 
+def test_a_history_cut_short_still_accounts_for_every_byte(tmp_path):
+    # max_entries keeps only the newest events: frees of blocks whose "alloc" fell out, and live blocks
+    # never seen allocated, are allocations made before the history; the totals stay exact.
+    gc.collect()
+    torch.openreg.synchronize(0)
+    torch.openreg.empty_cache()
+    old = [torch.empty(n << 10, dtype=torch.uint8, device="openreg:0") for n in (64, 128, 256)]
+    torch.openreg.memory._record_memory_history(max_entries=3, clear_history=True)
+    try:
+        new = [torch.empty(n << 10, dtype=torch.uint8, device="openreg:0") for n in (8, 16, 32)]
+        del old[1]  # freed last: its free is kept, its "alloc" is not
+        snap = torch.openreg.memory._snapshot()
+    finally:
+        torch.openreg.memory._record_memory_history(None, clear_history=True)
+    [dm] = [d for d in _memory_model.device_memory(snap) if d.device == 0]
+    assert len(snap["device_traces"][0]) <= 3
+    assert dm.allocated[-1] == torch.openreg.memory_allocated(0)
+    # the snapshot itself is an entry of the history
+    assert [e["action"] for e in snap["device_traces"][0]] == ["free_requested", "free_completed", "snapshot"]
+    before = {a.size: a for a in dm.allocations if a.before_history}
+    assert dm.steps == 1 and before[128 << 10].end == 1  # freed at the one step, allocated before it
+    assert all(before[n << 10].end is None for n in (64, 256, 8, 16, 32))  # alive, their allocs not kept
+    assert dm.allocated[0] - dm.allocated[1] == 128 << 10
+    check_layout(dm)
+    del old, new
+
+
 def test_memory_html_is_self_contained_with_sizes_streams_stacks_and_segments(recorded, tmp_path):
     keep, side = allocation_work()
     path = tmp_path / "snap.pickle"
