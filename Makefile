@@ -17,7 +17,7 @@ PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest ruff mypy
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: deps deps-ecosystem test-ecosystem build test test-cpp test-python test-loaded test-sanitizers wheel-check lint lint-python lint-cpp demo sim-demo bench stress stress-loaded clean
+.PHONY: deps deps-ecosystem test-ecosystem build test test-cpp test-python test-loaded test-sanitizers wheel-check lint lint-python lint-cpp demo sim-demo bench opinfo-sweep stress stress-loaded clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -141,6 +141,11 @@ bench: build
 	$(PYTHON) bench/python/compile_bench.py --json $(RESULTS_DIR)/compile_bench.json
 	$(PYTHON) bench/python/allreduce_bench.py --json $(RESULTS_DIR)/allreduce_bench.json
 	$(PYTHON) bench/python/interrupt_bench.py --out $(RESULTS_DIR)/interrupt_bench.json
+
+# The OpInfo sweep at PyTorch's test depth (every op, dtype and variant against the CPU; make test runs a
+# subset): prints a table and writes the report with every failure.
+opinfo-sweep: build
+	$(PYTHON) bench/python/opinfo_sweep.py --report $(RESULTS_DIR)/opinfo_sweep.json
 
 # The long concurrency stress run (make test runs a short one).
 stress: build

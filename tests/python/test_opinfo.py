@@ -17,6 +17,7 @@ prints pass/fail counts and every failure with its reason.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -25,13 +26,15 @@ import traceback
 
 import torch
 import torch_openreg  # noqa: F401  (registers the device before the test classes are instantiated)
-from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
-from torch.testing._internal.common_methods_invocations import op_db
-from torch.testing._internal.common_utils import TestCase
 
-DEV = "openreg"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, as a script too
+from support import opinfo_depth as depth  # noqa: E402
+from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops  # noqa: E402
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+from torch.testing._internal.common_utils import TestCase  # noqa: E402
+
+DEV = depth.DEV
 DTYPE = torch.float32
-RTOL, ATOL = 1e-4, 1e-4
 
 # The CI subset: common ops of every family (elementwise, reductions, linear algebra, indexing, shape,
 # nn.functional, random, data-dependent), enough to catch a regression in any execution path.
@@ -64,142 +67,11 @@ def op_id(op) -> str:
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
 
 
-# --- moving samples ---------------------------------------------------------------------------------
-
-def to_device(value, device=DEV):
-    if isinstance(value, torch.Tensor):
-        moved = value.detach().to(device)
-        return moved.requires_grad_(value.requires_grad) if value.is_floating_point() or value.is_complex() else moved
-    if isinstance(value, torch.device) and value.type == "cpu":
-        return torch.device(device)
-    if isinstance(value, str) and value == "cpu":
-        return device
-    if isinstance(value, list):
-        return [to_device(v, device) for v in value]
-    if isinstance(value, tuple):
-        return tuple(to_device(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
-    return value
-
-
-def run(op, sample, device_sample):
-    s = device_sample
-    return op(s.input, *s.args, **s.kwargs)
-
-
-def flatten(value):
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        out = []
-        for v in value:
-            out.extend(flatten(v))
-        return out
-    return [value]
-
-
-def compare(actual, expected, shape_only=False, what="output"):
-    a, e = flatten(actual), flatten(expected)
-    if len(a) != len(e):
-        raise AssertionError(f"{what}: {len(a)} values vs CPU's {len(e)}")
-    for i, (x, y) in enumerate(zip(a, e)):
-        if isinstance(y, torch.Tensor):
-            if not isinstance(x, torch.Tensor):
-                raise AssertionError(f"{what}[{i}]: {type(x).__name__} vs CPU's tensor")
-            if y.device.type == "cpu" and x.device.type != DEV and x.device.type != "cpu":
-                raise AssertionError(f"{what}[{i}]: on {x.device}")
-            if x.shape != y.shape or x.dtype != y.dtype:
-                raise AssertionError(f"{what}[{i}]: {tuple(x.shape)} {x.dtype} vs CPU's {tuple(y.shape)} {y.dtype}")
-            if not shape_only:
-                torch.testing.assert_close(x.detach().cpu(), y.detach(), rtol=RTOL, atol=ATOL, equal_nan=True,
-                                           check_stride=False, msg=lambda m, i=i: f"{what}[{i}]: {m}")
-        elif not shape_only and x != y and not (isinstance(y, float) and y != y and x != x):
-            raise AssertionError(f"{what}[{i}]: {x!r} vs CPU's {y!r}")
-
-
-# Ops that draw random numbers: seeded identically, CPU and openreg still draw different streams (as CUDA
-# does), and OpInfo wraps many of them to reseed before every call, so detection alone cannot tell.
-RANDOM_NAME_PARTS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential",
-                     "geometric", "cauchy", "log_normal", "rrelu", "poisson", "randperm", "fractional_max_pool",
-                     "lowrank", "scaled_dot_product_attention", "multi_head_attention",
-                     # uninitialized memory: only shape and dtype mean anything
-                     "empty")
-
-
-def is_random(op, sample) -> bool:
-    if any(part in op.name for part in RANDOM_NAME_PARTS):
-        return True
-    outs = []
-    try:
-        for seed in (1, 2):
-            torch.manual_seed(seed)
-            outs.append(flatten(op(sample.input, *sample.args, **sample.kwargs)))
-        for x, y in zip(*outs):
-            if isinstance(x, torch.Tensor) and x.layout == torch.strided and x.shape == y.shape:
-                if not torch.equal(x.nan_to_num() if x.is_floating_point() else x,
-                                   y.nan_to_num() if y.is_floating_point() else y):
-                    return True
-    except Exception:  # noqa: BLE001 - CPU cannot run or compare it: not random as far as we can tell
-        return False
-    return False
-
-
-def grad_inputs(sample):
-    return [t for t in flatten([sample.input, list(sample.args), list(sample.kwargs.values())])
-            if isinstance(t, torch.Tensor) and t.requires_grad]
-
-
-def backward(op, sample, out):
-    out = sample.output_process_fn_grad(out)
-    outs = [o for o in flatten(out) if isinstance(o, torch.Tensor) and o.requires_grad]
-    inputs = grad_inputs(sample)
-    if not outs or not inputs:
-        return None
-    g = torch.Generator().manual_seed(0)
-    grad_outputs = [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in outs]
-    return torch.autograd.grad(outs, inputs, grad_outputs, allow_unused=True)
-
-
 def check_sample(op, sample, do_backward: bool, device=DEV):
-    """Raises AssertionError describing the first difference between openreg and CPU."""
-    random = is_random(op, sample)
-    dsample = sample.transform(lambda v: to_device(v, device))
-    cpu_error = None
-    try:
-        if random:
-            torch.manual_seed(0)
-        expected = op(sample.input, *sample.args, **sample.kwargs)
-    except Exception as e:  # noqa: BLE001 - any CPU error must be matched on openreg
-        cpu_error = e
-    try:
-        actual = run(op, sample, dsample)
-        torch.openreg.synchronize()
-    except Exception as e:  # noqa: BLE001
-        if cpu_error is not None:
-            return
-        raise AssertionError(
-            f"forward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-    if cpu_error is not None:
-        raise AssertionError(f"CPU raised {type(cpu_error).__name__} ({str(cpu_error).splitlines()[0]}) "
-                             f"but openreg did not")
-    compare(actual, expected, shape_only=random)
-    if not do_backward or random:
-        return
-    try:
-        expected_grads = backward(op, sample, expected)
-    except Exception:  # noqa: BLE001 - not differentiable for this sample on CPU either
-        return
-    if expected_grads is None:
-        return
-    try:
-        actual_grads = backward(op, dsample, actual)
-        torch.openreg.synchronize()
-    except Exception as e:  # noqa: BLE001
-        raise AssertionError(
-            f"backward raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-    compare([g for g in actual_grads if g is not None], [g for g in expected_grads if g is not None],
-            what="grad")
+    """Raises AssertionError describing the first difference between openreg and CPU (the forward and,
+    where ``do_backward``, the gradients; support/opinfo_depth.py)."""
+    random = depth.is_random(op, sample)
+    depth.check_forward(op, sample, depth.move(sample, device, op=op), random, do_backward)
 
 
 def samples_of(op, limit):
@@ -245,6 +117,120 @@ class TestOpInfo(TestCase):
 
 
 instantiate_device_type_tests(TestOpInfo, globals(), only_for=(DEV,))
+
+
+# --- depth: every dtype, every variant and its rules (tests/support/opinfo_depth.py) ----------------
+#
+# A few ops of different families at full depth, every dtype each supports on the CPU; the whole database
+# at this depth is `make opinfo-sweep` (bench/python/opinfo_sweep.py). Chosen so that every category is
+# exercised: all have in-place and out= variants except where named, and error_inputs.
+DEPTH_SUBSET = [
+    "add",  # binary, type promotion, in-place broadcast rules, error_inputs
+    "floor_divide",  # in-place may not resize self (issue 28 item 2)
+    "abs",  # unary, integer and complex dtypes
+    "sum",  # reduction with dim/dtype kwargs
+    "mm",  # linear algebra, error_inputs
+    "index_put",  # indexing with host-side argument checks, error_inputs
+    "masked_scatter",  # data-dependent, error_inputs
+    "gather",  # error_inputs with shape rules
+    "cat",  # list input, out=
+    "clamp",  # tensor and scalar bounds
+    "max.reduction_with_dim",  # tuple outputs (values, indices) through out=
+    "nn.functional.adaptive_max_pool3d",  # backward crashed the process (issue 28 item 1)
+    "where",  # three inputs, broadcast
+    "bitwise_and",  # integer and bool only
+]
+DEPTH_MAX_SAMPLES = 2
+# Ops whose error_inputs reach openreg's argument checks of different kinds (shapes, index ranges, dtypes,
+# devices, list inputs, convolution parameters).
+ERROR_SUBSET = ["gather", "index_select", "masked_scatter", "cat", "where", "diagonal", "nn.functional.conv2d",
+                "scatter", "kthvalue", "reshape", "amax", "roll", "dot", "nn.functional.max_pool2d"]
+GRADCHECK_SUBSET = ["mul", "sum", "mm", "gather", "nn.functional.conv2d", "softmax"]
+
+
+def _named(names):
+    wanted = set(names)
+    found = [op for op in op_db if depth.op_id(op) in wanted]
+    assert {depth.op_id(op) for op in found} == wanted, wanted - {depth.op_id(op) for op in found}
+    return found
+
+
+def _assert_no_failures(outcomes):
+    failures = [f"{o.category} sample {o.sample}: {o.reason}" for o in outcomes if not o.ok]
+    assert not failures, "\n".join(failures)
+    assert outcomes, "nothing was checked"
+
+
+class TestOpInfoDepth(TestCase):
+    @ops(_named(DEPTH_SUBSET), dtypes=OpDTypes.supported)
+    def test_depth_matches_cpu(self, device, dtype, op):
+        cats = [c for c in depth.CATEGORIES if c not in ("error_inputs", "gradcheck")]
+        _assert_no_failures(depth.check_op_dtype(op, dtype, max_samples=DEPTH_MAX_SAMPLES, max_variant_samples=1,
+                                                 categories=cats))
+
+    @ops(_named(ERROR_SUBSET), dtypes=OpDTypes.none)
+    def test_error_inputs_raise_at_the_call(self, device, op):
+        checker = depth.Checker()
+        depth.check_error_inputs(op, checker)
+        _assert_no_failures(checker.outcomes)
+
+    @ops(_named(GRADCHECK_SUBSET), allowed_dtypes=(torch.float64,))
+    def test_gradcheck_float64(self, device, dtype, op):
+        checker = depth.Checker()
+        for i, sample in enumerate(depth.samples_of(op, dtype, True, 2)):
+            depth.check_gradcheck(op, sample, i, checker)
+        _assert_no_failures(checker.outcomes)
+
+
+instantiate_device_type_tests(TestOpInfoDepth, globals(), only_for=(DEV,))
+
+
+def _misbehaving(name, **variants):
+    """A copy of an OpInfo whose variants are replaced, to show that a check catches what it must."""
+    op = copy.copy(_named([name])[0])
+    for attr, fn in variants.items():
+        setattr(op, attr, fn)
+    return op
+
+
+def _failed(outcomes, category):
+    return [o for o in outcomes if o.category == category and not o.ok]
+
+
+def test_depth_checks_catch_differences():
+    on_dev = lambda t: t.device.type == DEV  # noqa: E731
+
+    # A wrong value on openreg only.
+    op = _misbehaving("add", op=lambda x, y, **kw: torch.add(x, y, **kw) + on_dev(x))
+    assert _failed(depth.check_op_dtype(op, torch.float32, max_samples=1, categories=["forward"]), "forward")
+
+    # A kernel that reads a strided view as if it were dense reads the poison between its elements.
+    def dense_read(x, *args, **kwargs):
+        return torch.abs(x.as_strided(x.shape, x.contiguous().stride()) if on_dev(x) else x)
+    op = _misbehaving("abs", op=dense_read)
+    assert _failed(depth.check_op_dtype(op, torch.float32, max_samples=2, categories=["noncontiguous"]),
+                   "noncontiguous")
+
+    # An in-place op that resizes self to the broadcast shape where the CPU refuses (issue 28 item 2).
+    def resizing(x, y, **kw):
+        if on_dev(x):
+            return x.resize_(torch.broadcast_shapes(x.shape, y.shape)).copy_(torch.floor_divide(x, y))
+        return x.floor_divide_(y)
+    op = _misbehaving("floor_divide", inplace_variant=resizing)
+    samples = [s for s in op.sample_inputs("cpu", torch.float32) if s.broadcasts_input][:1]
+    assert samples, "floor_divide has a sample that broadcasts self"
+    checker = depth.Checker()
+    checker.run("inplace", 0, depth.check_variant, resizing, samples[0], depth.move(samples[0]), False, True)
+    assert _failed(checker.outcomes, "inplace")
+
+    # out= that ignores a wrong-dtype out, and an out on the CPU for openreg inputs.
+    def lax_out(x, y, *, out=None, **kw):
+        if out is not None and on_dev(x):
+            return out.copy_(torch.add(x.to(out.device), y.to(out.device), **kw))
+        return torch.add(x, y, out=out, **kw)
+    op = _misbehaving("add", op=lax_out)
+    outcomes = depth.check_op_dtype(op, torch.float32, max_samples=3, categories=["out"])
+    assert _failed(outcomes, "out_dtype") and _failed(outcomes, "out_device")
 
 
 # --- script ----------------------------------------------------------------------------------------
