@@ -112,8 +112,9 @@ class DeviceMemory:
 
 def device_memory(snapshot: Snapshot, max_allocations: int = 3000) -> List[DeviceMemory]:
     """Every device of ``snapshot`` that had memory or history, as laid out in Note [Allocated memory over
-    time]. At most ``max_allocations`` allocations per device are drawn one by one (the largest); the rest
-    share one band (their sum at each step), so a long history stays quick to draw."""
+    time]. At most ``max_allocations`` allocations per device are drawn one by one (those with the largest
+    size times lifetime); the rest share one band on top (their sum at each step), so a long history stays
+    quick to draw."""
     traces = snapshot.get("device_traces") or []
     devices = sorted({int(s.get("device", 0)) for s in snapshot["segments"]}
                      | {d for d, t in enumerate(traces) if t})
@@ -187,10 +188,14 @@ def _one_device(snapshot: Snapshot, device: int, trace: List[Dict[str, Any]], ma
     last_time = next((t for t in reversed(times) if t is not None), None)
     times.append(snapshot_time if snapshot_time is not None else last_time)
 
-    # Which allocations get a band of their own: the largest (ties: the older).
+    # Which allocations get a band of their own: those covering the most of the picture, size times
+    # lifetime in steps (ties: the older), so a long-lived weight outranks a brief temporary of its size.
     drawn = ordered
     if len(ordered) > max_allocations:
-        keep = set(id(a) for a in sorted(ordered, key=lambda a: (-a.size, a.order))[:max_allocations])
+        def area(a: Allocation) -> int:
+            return a.size * ((a.end if a.end is not None else steps + 1) - a.start)
+
+        keep = set(id(a) for a in sorted(ordered, key=lambda a: (-area(a), a.order))[:max_allocations])
         drawn = [a for a in ordered if id(a) in keep]
     own = set(id(a) for a in drawn)
 
