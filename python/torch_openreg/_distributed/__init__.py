@@ -12,6 +12,8 @@ The modules, one concept each:
 - _comm_queue: a collective's job and the group's communication threads (Note [Stream-ordered collectives])
 - _work: the Works handed back to c10d
 - _gloo: the inner gloo group and what c10d asks it (Note [split_group on openreg])
+- _address: the address that gloo listens on (Note [Which address gloo listens on])
+- _gloo_groups: c10d's own gloo groups on openreg devices (Note [openreg tensors in c10d's gloo groups])
 - _views: openreg tensors as zero-copy CPU views for gloo
 - _reduce_ops: AVG and PREMUL_SUM, which gloo lacks
 - _device: the device type's name, torch.openreg and the backend's per-device streams
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
+from . import _gloo_groups
 from ._device import BACKEND_NAME
 from ._group import ProcessGroupOpenReg
 
@@ -36,7 +39,8 @@ def _create(opts, backend_options) -> ProcessGroupOpenReg:
 
 
 def register() -> None:
-    """Registers the backend name with c10d (records a factory only)."""
+    """Registers the backend name with c10d (records a factory only), and gloo for openreg devices."""
+    _gloo_groups.register()
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=[BACKEND_NAME])

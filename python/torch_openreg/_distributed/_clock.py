@@ -118,7 +118,12 @@ class _Clock:
         rank, size = group.rank(), group.size()
         self._rank = rank
         self._size = size
-        self._gloo: Any = dist.ProcessGroupGloo(dist.PrefixStore("openreg-clock/", store), rank, size, timeout)
+        # on the group's own transport device (Note [Which address gloo listens on] in _address.py)
+        opts = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
+        opts._devices = list(group._gloo.options._devices)  # type: ignore[attr-defined]
+        opts._timeout = timeout
+        opts._threads = 2
+        self._gloo: Any = dist.ProcessGroupGloo(dist.PrefixStore("openreg-clock/", store), rank, size, opts)
         self._lock = threading.Lock()
         self._lane_free = 0  # virtual end of the group's last collective (the same on every rank)
         self._sends: list[Any] = []  # gloo sends of our times still in flight (kept alive until done)

@@ -12,9 +12,9 @@ a device is bound) binds it to our group; ``_Gloo.options`` are gloo's options i
 store, on the ranks of the split; the others get None and wait for nobody. The store prefix is the
 parent's split count, not the name c10d gives the child (which counts the groups each rank belongs to,
 so it differs between ranks after a split that left one out). A bound device also makes c10d ask every
-later group for a backend on it, which a plain ``new_group(backend="gloo")`` lacks; gloo is then
-registered for openreg devices too (``_gloo_groups_accept_bound_device``), so such a group is made, and
-refuses openreg tensors itself. DeviceMesh takes the split path on a bound group (as with NCCL).
+later group for a backend on it; a ``new_group(backend="gloo")`` has one, since gloo serves openreg
+devices (Note [openreg tensors in c10d's gloo groups] in _gloo_groups.py). DeviceMesh takes the split
+path on a bound group (as with NCCL).
 """
 
 from __future__ import annotations
@@ -98,16 +98,5 @@ class _Gloo(dist.ProcessGroupGloo):
         owner = self._owner()
         if owner is not None and device is not None and torch.device(device).type == BACKEND_NAME:
             owner.bound_device_id = torch.device(device)
-            _gloo_groups_accept_bound_device()
         super().eager_connect_single_device(device)
 
-
-def _gloo_groups_accept_bound_device() -> None:
-    """Once a group is bound to an openreg device, c10d asks every group created after it (new_group
-    passes the default group's bound device on) for its backend on that device; a plain gloo group
-    (``new_group(backend="gloo")``, for CPU tensors) has none and its creation would fail. So gloo is
-    registered for openreg from then on: such a group is created, and an openreg tensor given to it is
-    refused by gloo itself ("unsupported device type openreg"), as before."""
-    devices = dist.Backend.backend_capability.setdefault(dist.Backend.GLOO, [])
-    if BACKEND_NAME not in devices:
-        devices.append(BACKEND_NAME)
