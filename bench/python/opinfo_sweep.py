@@ -65,9 +65,14 @@ def child(args) -> int:
         dtypes = sorted(op.supported_dtypes("cpu"), key=str)
         for k, dtype in enumerate(dtypes):
             cats = [c for c in depth.CATEGORIES if c != "error_inputs" or k == 0]
-            for o in depth.check_op_dtype(op, dtype, max_samples=args.max_samples,
-                                          max_variant_samples=args.max_variant_samples, categories=cats,
-                                          gradcheck=op.name in GRADCHECK_OPS and not op.variant_test_name):
+            try:
+                found = depth.check_op_dtype(op, dtype, max_samples=args.max_samples or None,
+                                             max_variant_samples=args.max_variant_samples or None, categories=cats,
+                                             gradcheck=op.name in GRADCHECK_OPS and not op.variant_test_name)
+            except Exception as e:  # noqa: BLE001 - outside every check's guard: the harness's failure
+                found = [depth.Outcome("harness", False, -1, depth.first_line(e))]
+                depth.settle()
+            for o in found:
                 outcomes.append({"dtype": str(dtype).replace("torch.", ""), "category": o.category, "ok": o.ok,
                                  "sample": o.sample, "reason": o.reason})
         if not dtypes:
@@ -193,9 +198,9 @@ def summarize(lines: str, report: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--report", default=os.path.join(CHECKOUT, "bench", "results", "opinfo_sweep.json"))
-    parser.add_argument("--max-samples", type=int, default=4, help="samples per op and dtype")
-    parser.add_argument("--max-variant-samples", type=int, default=2,
-                        help="of those, how many the method, in-place and out= checks use")
+    parser.add_argument("--max-samples", type=int, default=12, help="samples per op and dtype (0: all)")
+    parser.add_argument("--max-variant-samples", type=int, default=4,
+                        help="of those, how many the method, in-place and out= checks use (0: all)")
     parser.add_argument("--op-timeout", type=float, default=300.0, help="seconds one op may run")
     parser.add_argument("--only", nargs="*", help="op ids or names to run")
     parser.add_argument("--start", type=int, default=0)
