@@ -106,8 +106,9 @@ Block* DeviceCache::malloc(sim::Stream* stream, std::size_t nbytes) {
   std::unique_lock<std::mutex> lock(mutex_);
   note_stream(stream);
   process_events();
-  Block* block = take_free(stream, size, small);
-  if (block == nullptr) block = new_segment(stream, size, small, context);
+  const std::uint32_t pool_index = routed_pool(stream);
+  Block* block = take_free(pool_index, stream, size, small);
+  if (block == nullptr) block = new_segment(pool_index, stream, size, small, context);
   if (block == nullptr) {
     // Out of memory: wait for the queued work that may still use cached or pending blocks, then
     // give every cached segment back and try once more (CUDA synchronizes and frees the same way).
@@ -116,10 +117,10 @@ Block* DeviceCache::malloc(sim::Stream* stream, std::size_t nbytes) {
     const std::uint64_t synced_gen = synchronize_streams();
     lock.lock();
     process_events();
-    block = take_free(stream, size, small);
+    block = take_free(pool_index, stream, size, small);
     if (block == nullptr) {
       release_cached(synced_gen);
-      block = new_segment(stream, size, small, context);
+      block = new_segment(pool_index, stream, size, small, context);
     }
     if (block == nullptr) {
       stats_.num_ooms += 1;
@@ -227,6 +228,7 @@ DeviceSnapshot DeviceCache::snapshot() {
     seg.address = reinterpret_cast<std::size_t>(head->ptr);
     seg.stream = head->stream;
     seg.is_large = !head->small;
+    seg.owner_private_pool_id = pool_ids_[head->pool];
     for (Block* b = head; b != nullptr; b = b->next) {
       BlockInfo info;
       info.size = b->size;
@@ -278,17 +280,19 @@ void DeviceCache::record(TraceEntry::Action action, std::size_t addr, std::size_
   while (trace_.size() > max_entries) trace_.pop_front();
 }
 
-Block* DeviceCache::take_free(sim::Stream* stream, std::size_t size, bool small) {
+Block* DeviceCache::take_free(std::uint32_t pool_index, sim::Stream* stream, std::size_t size, bool small) {
   Pool& p = pool(small);
   Block key(device_, stream, nullptr, size, small);
+  key.pool = pool_index;
   auto it = p.lower_bound(&key);
-  if (it == p.end() || (*it)->stream != stream) return nullptr;
+  if (it == p.end() || (*it)->pool != pool_index || (*it)->stream != stream) return nullptr;
   Block* block = *it;
   p.erase(it);
   return block;
 }
 
-Block* DeviceCache::new_segment(sim::Stream* stream, std::size_t size, bool small, const Context& context) {
+Block* DeviceCache::new_segment(std::uint32_t pool_index, sim::Stream* stream, std::size_t size, bool small,
+                                const Context& context) {
   const std::size_t bytes = segment_size(size);
   if (limit_ != 0 && static_cast<std::uint64_t>(stats_.reserved_bytes[0].current) + bytes > limit_) {
     return nullptr;
@@ -305,6 +309,7 @@ Block* DeviceCache::new_segment(sim::Stream* stream, std::size_t size, bool smal
     stats_.reserved_bytes[idx(t)].increase(bytes);
   });
   auto* block = new Block(device_, stream, ptr, bytes, small);
+  block->pool = pool_index;
   segments_.insert(block);
   record(TraceEntry::SEGMENT_ALLOC, reinterpret_cast<std::size_t>(ptr), bytes, stream, context);
   return block;
@@ -317,6 +322,7 @@ Block* DeviceCache::take_block(Block* block, std::size_t nbytes, std::size_t siz
     auto* rest =
         new Block(device_, block->stream, static_cast<char*>(block->ptr) + size, remaining_size, block->small);
     rest->free_gen = block->free_gen;
+    rest->pool = block->pool;
     rest->prev = block;
     rest->next = block->next;
     if (rest->next != nullptr) rest->next->prev = rest;
@@ -454,7 +460,7 @@ void DeviceCache::release_cached(std::uint64_t gen) {
   for (Pool* p : {&small_, &large_}) {
     for (auto it = p->begin(); it != p->end();) {
       Block* block = *it;
-      if (block->is_split() || block->free_gen > gen) {
+      if (block->is_split() || block->free_gen > gen || pool_in_use(block->pool)) {
         ++it;
         continue;
       }
@@ -501,6 +507,71 @@ std::string DeviceCache::oom_message(std::size_t nbytes) const {
                         " is freed but still held by queued work on other streams (record_stream).";
   if (limit_ != 0) message += " The per-process memory fraction allows " + format_bytes(limit_) + ".";
   return message;
+}
+
+// Note [Private memory pools]
+// CUDA's caching allocator keeps private pools beside the default one: a graph's pool (its captured
+// allocations, whose addresses its replays use) and torch.cuda.MemPool's. Ours follow the same rules:
+//  - a pool is named by a MempoolId_t and has a use count: a graph capture or a MemPool adds a use
+//    (create_or_incref_pool), a graph's reset or a MemPool's end drops it (release_pool);
+//  - routes send allocations to a pool: a capture routes the allocations made for its streams, a
+//    use_mem_pool context those of its thread (the filter decides, newest route first);
+//  - a pool's segments are its own: a block freed into it is reused only by later allocations routed
+//    to the same pool (for the same stream, as in the default pool), so nothing a graph's replays use
+//    is handed to other code while the graph lives;
+//  - once no one uses a pool, empty_cache returns its free segments to the device like the default
+//    pool's; blocks still held by tensors return to it when they are freed and go at the next
+//    empty_cache.
+// Pool indices are never reused, so a block's index stays meaningful after its pool is released.
+
+void DeviceCache::create_or_incref_pool(c10::MempoolId_t id) {
+  TORCH_CHECK(id != c10::MempoolId_t(0, 0), "openreg: memory pool id (0, 0) is the default pool");
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  if (it == pools_.end()) {
+    pools_.emplace(id, PrivatePool{static_cast<std::uint32_t>(pool_ids_.size()), 1});
+    pool_ids_.push_back(id);
+  } else {
+    it->second.use_count += 1;
+  }
+}
+
+void DeviceCache::begin_allocate_to_pool(c10::MempoolId_t id, std::function<bool(sim::Stream*)> filter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  TORCH_INTERNAL_ASSERT(it != pools_.end() && it->second.use_count > 0, "allocating to a pool that is not alive");
+  routes_.push_back(Route{it->second.index, id, std::move(filter)});
+}
+
+void DeviceCache::end_allocate_to_pool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  routes_.erase(std::remove_if(routes_.begin(), routes_.end(), [&](const Route& r) { return r.id == id; }),
+                routes_.end());
+}
+
+void DeviceCache::release_pool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  if (it == pools_.end() || it->second.use_count == 0) return;
+  it->second.use_count -= 1;
+}
+
+int DeviceCache::pool_use_count(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  return it == pools_.end() ? 0 : it->second.use_count;
+}
+
+bool DeviceCache::pool_in_use(std::uint32_t index) const {
+  if (index == 0) return false;
+  return pools_.at(pool_ids_[index]).use_count > 0;
+}
+
+std::uint32_t DeviceCache::routed_pool(sim::Stream* stream) {
+  for (auto it = routes_.rbegin(); it != routes_.rend(); ++it) {
+    if (it->filter(stream)) return it->pool;
+  }
+  return 0;
 }
 
 }  // namespace c10::openreg::detail

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -60,7 +62,8 @@ struct Block {
   void* ptr;
   std::size_t size;              // bytes of the block
   std::size_t requested = 0;     // bytes asked for by the current user
-  bool small;                    // pool
+  bool small;                    // small or large pool
+  std::uint32_t pool = 0;        // memory pool: 0 the default, else a private one (Note [Private memory pools])
   bool allocated = false;        // held by a DataPtr
   int pending_events = 0;        // record_stream events not yet completed
   Block* prev = nullptr;         // neighbours in the segment
@@ -74,9 +77,11 @@ struct Block {
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-// Pools order blocks by stream, then size, then address: a lookup finds the best fit of one stream.
+// Pools order blocks by memory pool, stream, size, then address: a lookup finds the best fit of one
+// stream within one memory pool.
 struct ByStreamSizeAddress {
   bool operator()(const Block* a, const Block* b) const {
+    if (a->pool != b->pool) return a->pool < b->pool;
     if (a->stream != b->stream) return std::less<sim::Stream*>()(a->stream, b->stream);
     if (a->size != b->size) return a->size < b->size;
     return std::less<void*>()(a->ptr, b->ptr);
@@ -98,9 +103,23 @@ class DeviceCache {
  public:
   DeviceCache(c10::DeviceIndex device, sim::DeviceMemory& memory) : device_(device), memory_(memory) {}
 
-  //! A block of at least `nbytes` (> 0) for `stream`; waits for queued work and releases the cache
-  //! before it throws c10::OutOfMemoryError.
+  //! A block of at least `nbytes` (> 0) for `stream`, from the memory pool the allocation is routed
+  //! to (Note [Private memory pools]); waits for queued work and releases the cache before it throws
+  //! c10::OutOfMemoryError.
   Block* malloc(sim::Stream* stream, std::size_t nbytes);
+
+  // Private memory pools (Note [Private memory pools] in memory/BlockCache.cpp).
+  //! Creates the pool `id` (use count 1) or adds a use to it.
+  void create_or_incref_pool(c10::MempoolId_t id);
+  //! Routes allocations for which `filter(stream)` holds (called with the cache's mutex held, on the
+  //! allocating thread) to pool `id`, which must exist, until end_allocate_to_pool(id).
+  void begin_allocate_to_pool(c10::MempoolId_t id, std::function<bool(sim::Stream*)> filter);
+  //! Stops every routing to pool `id`.
+  void end_allocate_to_pool(c10::MempoolId_t id);
+  //! Drops a use of pool `id`; at zero its cached segments become releasable by empty_cache.
+  void release_pool(c10::MempoolId_t id);
+  //! The pool's use count (0 when it does not exist).
+  int pool_use_count(c10::MempoolId_t id);
   //! Returns a block: to its stream's pool at once, or after the events of its recorded streams.
   void free(Block* block);
   //! Marks an allocated block as used on `stream` (Tensor.record_stream).
@@ -137,10 +156,15 @@ class DeviceCache {
   void record(TraceEntry::Action action, std::size_t addr, std::size_t size, sim::Stream* stream,
               Context context);
   //! Best fit among this stream's free blocks of the pool, taken out of it; nullptr if none.
-  Block* take_free(sim::Stream* stream, std::size_t size, bool small);
+  Block* take_free(std::uint32_t pool, sim::Stream* stream, std::size_t size, bool small);
+  //! Whether private pool `index` still has users (its cached segments stay reserved for it).
+  bool pool_in_use(std::uint32_t index) const;
+  //! The pool the allocation of the calling thread on `stream` goes to (0: the default pool).
+  std::uint32_t routed_pool(sim::Stream* stream);
   //! A fresh segment as one free block (in no pool), or nullptr when the sim (or the memory fraction)
   //! has no room.
-  Block* new_segment(sim::Stream* stream, std::size_t size, bool small, const Context& context);
+  Block* new_segment(std::uint32_t pool, sim::Stream* stream, std::size_t size, bool small,
+                     const Context& context);
   //! Splits `block` (free, out of its pool) to `size` and hands it out.
   Block* take_block(Block* block, std::size_t nbytes, std::size_t size, Context ctx);
   //! Merges `src` (if free and in its pool) into `dst`; returns the bytes subsumed.
@@ -170,6 +194,18 @@ class DeviceCache {
   std::uint64_t free_gen_ = 0;         // counts frees (Note [Stream-ordered device memory])
   std::uint64_t limit_ = 0;            // 0: no per-process fraction
   DeviceStats stats_;
+  struct PrivatePool {
+    std::uint32_t index;
+    int use_count;
+  };
+  struct Route {
+    std::uint32_t pool;
+    c10::MempoolId_t id;
+    std::function<bool(sim::Stream*)> filter;
+  };
+  std::map<c10::MempoolId_t, PrivatePool> pools_;  // live and released private pools
+  std::vector<c10::MempoolId_t> pool_ids_{{0, 0}};  // by index
+  std::vector<Route> routes_;                       // newest last
 };
 
 }  // namespace c10::openreg::detail

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 // Note [Stream-ordered device memory]
@@ -212,6 +213,35 @@ std::vector<DeviceSnapshot> OpenRegDeviceAllocator::snapshot() {
     out.push_back(c->snapshot());
   }
   return out;
+}
+
+void OpenRegDeviceAllocator::create_or_incref_pool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  cache(device).create_or_incref_pool(id);
+}
+
+void OpenRegDeviceAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id,
+                                                    std::function<bool(sim::Stream*)> filter) {
+  DeviceCache& c = cache(device);
+  c.create_or_incref_pool(id);
+  c.begin_allocate_to_pool(id, std::move(filter));
+}
+
+void OpenRegDeviceAllocator::begin_allocate_current_thread_to_pool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  const std::thread::id thread = std::this_thread::get_id();
+  begin_allocate_to_pool(device, id, [thread](sim::Stream*) { return std::this_thread::get_id() == thread; });
+}
+
+void OpenRegDeviceAllocator::end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  if (DeviceCache* c = existing_cache(device)) c->end_allocate_to_pool(id);
+}
+
+void OpenRegDeviceAllocator::release_pool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  if (DeviceCache* c = existing_cache(device)) c->release_pool(id);
+}
+
+int OpenRegDeviceAllocator::pool_use_count(c10::DeviceIndex device, c10::MempoolId_t id) {
+  DeviceCache* c = existing_cache(device);
+  return c != nullptr ? c->pool_use_count(id) : 0;
 }
 
 std::size_t OpenRegDeviceAllocator::cached_block_count(c10::DeviceIndex device) {

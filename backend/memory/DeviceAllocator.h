@@ -18,12 +18,17 @@
 #include <c10/core/Stream.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "backend/Export.h"
 #include "backend/memory/DeviceSnapshot.h"
+
+namespace openreg::sim {
+class Stream;
+}  // namespace openreg::sim
 
 namespace c10::openreg {
 
@@ -60,6 +65,21 @@ class OPENREG_BACKEND_API OpenRegDeviceAllocator final : public c10::DeviceAlloc
                       std::size_t max_entries, c10::CachingDeviceAllocator::RecordContext when);
   //! Segments, blocks and history of every started device, indexed by device.
   std::vector<DeviceSnapshot> snapshot();
+
+  // Private memory pools of a device (Note [Private memory pools] in memory/BlockCache.cpp): a graph's
+  // pool and torch.openreg.MemPool's.
+  //! Creates pool `id` (use count 1) or adds a use.
+  void create_or_incref_pool(c10::DeviceIndex device, c10::MempoolId_t id);
+  //! Sends the device's allocations for which `filter(stream)` holds to pool `id` (created or
+  //! incref'd first), until end_allocate_to_pool. `filter` runs under the device cache's lock.
+  void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id,
+                              std::function<bool(::openreg::sim::Stream*)> filter);
+  //! Sends the calling thread's allocations on `device` to pool `id` (use_mem_pool).
+  void begin_allocate_current_thread_to_pool(c10::DeviceIndex device, c10::MempoolId_t id);
+  void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id);
+  //! Drops a use of pool `id`; with none left, empty_cache releases its free segments.
+  void release_pool(c10::DeviceIndex device, c10::MempoolId_t id);
+  int pool_use_count(c10::DeviceIndex device, c10::MempoolId_t id);
 
   //! Number of free cached blocks on a device (pending record_stream frees excluded); for tests.
   std::size_t cached_block_count(c10::DeviceIndex device);

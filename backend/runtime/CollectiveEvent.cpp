@@ -1,5 +1,7 @@
 #include "backend/runtime/CollectiveEvent.h"
 
+#include "backend/runtime/Capture.h"
+
 #include <c10/util/Exception.h>
 
 #include "backend/runtime/Device.h"
@@ -34,6 +36,7 @@ CollectiveEvent::~CollectiveEvent() = default;
 std::int64_t CollectiveEvent::issue_on(const c10::Stream& stream) {
   const OpenRegStream s(stream);
   TORCH_CHECK(!s_->issued, "openreg: a collective is issued once");
+  capture::check_not_capturing(s, "a collective");
   auto issued = sim::Event::create(/*timing=*/false);
   translate_sim_errors([&] { s.sim().record(issued); });
   s_->issued = issued;

@@ -1,5 +1,6 @@
 #include "backend/runtime/Device.h"
 
+#include "backend/runtime/Capture.h"
 #include "backend/runtime/Fork.h"
 #include "backend/runtime/Observer.h"
 #include "backend/runtime/SimErrors.h"
@@ -120,6 +121,7 @@ std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr) {
 }
 
 void synchronize_device(c10::DeviceIndex index) {
+  capture::check_device_sync("synchronizing the device");
   sim::Device& device = sim_device(index);
   translate_sim_errors([&] { device.synchronize(); });
   // Every path to a device synchronize comes here (Note [The runtime reports to its observer]).

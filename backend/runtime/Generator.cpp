@@ -37,11 +37,24 @@ OpenRegGeneratorImpl::OpenRegGeneratorImpl(c10::DeviceIndex device_index, std::u
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       seed_(seed) {}
 
-std::uint64_t OpenRegGeneratorImpl::next_seed_for_op() {
+std::uint64_t OpenRegGeneratorImpl::next_seed_for_op(std::uint64_t* offset_taken) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t value = mix64(seed_ ^ mix64(offset_));
+  if (offset_taken != nullptr) *offset_taken = offset_;
   offset_ += 1;
   return value;
+}
+
+std::uint64_t OpenRegGeneratorImpl::seed_at(std::uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return mix64(seed_ ^ mix64(offset));
+}
+
+std::uint64_t OpenRegGeneratorImpl::advance(std::uint64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::uint64_t before = offset_;
+  offset_ += n;
+  return before;
 }
 
 void OpenRegGeneratorImpl::set_current_seed(std::uint64_t seed) {

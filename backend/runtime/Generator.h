@@ -26,8 +26,14 @@ struct OPENREG_BACKEND_API OpenRegGeneratorImpl final : public c10::GeneratorImp
 
   explicit OpenRegGeneratorImpl(c10::DeviceIndex device_index, std::uint64_t seed = c10::default_rng_seed_val);
 
-  //! Locks mutex_, returns a 64-bit seed mixed from (seed, offset) and advances offset by one.
-  std::uint64_t next_seed_for_op();
+  //! Locks mutex_, returns a 64-bit seed mixed from (seed, offset) and advances offset by one;
+  //! `offset_taken` (if given) gets the offset the seed was mixed from.
+  std::uint64_t next_seed_for_op(std::uint64_t* offset_taken = nullptr);
+  //! Locks mutex_ and returns the seed an op issued at `offset` takes under the current seed (a graph
+  //! replay's random ops, Note [Graphs on openreg] in registration/Graph.cpp).
+  std::uint64_t seed_at(std::uint64_t offset);
+  //! Locks mutex_, advances the offset by `n` and returns the offset before (a replay's share).
+  std::uint64_t advance(std::uint64_t n);
 
   void set_current_seed(std::uint64_t seed) override;  //!< resets the offset to 0
   void set_offset(std::uint64_t offset) override;

@@ -1,5 +1,6 @@
 #include "backend/runtime/Stream.h"
 
+#include "backend/runtime/Capture.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Fork.h"
 #include "backend/runtime/SimErrors.h"
@@ -83,10 +84,12 @@ int OpenRegStream::priority() const noexcept {
 }
 
 bool OpenRegStream::query() const {
+  capture::check_stream_wait(*this, "querying the stream");
   return translate_sim_errors([&] { return sim_->query(); });
 }
 
 void OpenRegStream::synchronize() const {
+  capture::check_stream_wait(*this, "synchronizing the stream");
   translate_sim_errors([&] { sim_->synchronize(); });
 }
 

@@ -25,7 +25,9 @@ std::optional<ProfileSummary> device_profile() {
                         p->memory_bytes,
                         p->tensor_flops[static_cast<int>(::openreg::sim::NumberFormat::kBf16)],
                         p->memory_bandwidth,
-                        p->ranks_per_node};
+                        p->ranks_per_node,
+                        p->launch_ns,
+                        p->host_op_ns};
 }
 
 bool timing_only_execution() {

@@ -25,6 +25,8 @@ struct ProfileSummary {
   double bf16_tensor_flops = 0;  //!< dense peak, FLOP/s
   double memory_bandwidth = 0;   //!< bytes/s
   int ranks_per_node = 1;        //!< GPUs per node (collectives' default node size)
+  double launch_ns = 0;          //!< host time of one launch call
+  double host_op_ns = 0;         //!< the framework's host work per op (modelled host time)
 };
 
 //! The profile, or nullopt when times are this host's (starts the runtime).

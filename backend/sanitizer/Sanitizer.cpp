@@ -13,6 +13,7 @@
 #include <torch/csrc/profiler/combined_traceback.h>
 
 #include "backend/memory/HostAllocator.h"
+#include "backend/runtime/Capture.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Observer.h"
 #include "backend/runtime/Stream.h"
@@ -225,10 +226,23 @@ struct detail::OpAccesses {
     thread_local std::vector<Range> runs;  // reused: no allocation per access
     runs_of(t, runs);
     const StreamId s = stream != nullptr ? *stream : id_of(c10::openreg::current_stream(t.device().index()));
+    // Captured work runs only at its replays: the graph keeps its ranges (Note [Graphs in the race checker]).
+    if (c10::openreg::capture::capture_underway() && note_captured(s, runs, write)) return;
     checked([&] {
       checker().access_runs(host_id(), s, t.device().index(), runs.data(), runs.size(),
                        write ? AccessKind::Write : AccessKind::Read, {name, describe(t), context});
     });
+  }
+  // Work issued on a capturing stream: the graph keeps its ranges for its replays (Note [Graphs in the
+  // race checker]).
+  static bool note_captured(const StreamId& s, const std::vector<Range>& runs, bool write) {
+    if (s.id == kCollectiveLane) return false;
+    const c10::Stream stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1,
+                                                              static_cast<c10::DeviceIndex>(s.device)), s.id);
+    for (const Range& r : runs) {
+      if (!c10::openreg::capture::note_access(stream, s.device, r.begin, r.end, write)) return false;
+    }
+    return true;
   }
   // A CPU tensor's bytes in pinned host memory: by `stream` (a copy) or, when null, by the host itself.
   // False when t is not in pinned memory.
@@ -490,6 +504,31 @@ void on_launch(const std::string& name, const std::vector<at::Tensor>& reads, co
   const StreamId on = id_of(c10::openreg::current_stream(c10::openreg::current_device()));
   for (const auto& t : reads) op.access(t, false, &on);
   for (const auto& t : writes) op.access(t, true, &on);
+}
+
+// Note [Graphs in the race checker]
+// Work issued on a capturing stream does not run then, so the checker does not take its accesses as
+// accesses of that stream (a replay on another stream would seem to race with them); each is kept with
+// the capture instead (runtime/Capture.h). Races between the capture's own streams (a missing join
+// inside the graph) are therefore not checked: capture_end's join check and the replay's dependencies
+// cover only the end of the graph. A replay runs on one
+// stream: its lanes fork from it and join back into it, so to everything outside the graph the replay
+// is one kernel on that stream reading and writing every range the capture touched (registration/
+// Graph.cpp calls on_replay before enqueuing it). Work on another stream that touches the graph's
+// memory without waiting for the replay (or that the replay does not wait for) is a race.
+void on_replay(const char* name, const c10::Stream& stream, const std::vector<c10::openreg::capture::Access>& accesses) {
+  if (!enabled()) return;
+  detail::OpAccesses op{name};
+  op.gathered = true;
+  op.context = issue_context();
+  const StreamId on = id_of(stream);
+  for (const auto& a : accesses) {
+    const Range run{a.begin, a.end};
+    checked([&] {
+      checker().access_runs(host_id(), on, a.device, &run, 1, a.write ? AccessKind::Write : AccessKind::Read,
+                            {name, TensorDesc("memory the graph captured"), op.context});
+    });
+  }
 }
 
 // Note [Collectives in the race checker]

@@ -20,6 +20,7 @@
 //   (memory/BlockCache.cpp), and a pinned block's free (memory/HostAllocator.cpp);
 //   python/csrc/SanitizerBindings.cpp: the host's CPU ops while a copy may still use pinned memory
 //                             (on_host_access, Note [Host access to pinned memory] in Sanitizer.cpp);
+//   registration/Graph.cpp       a graph's replay: the ranges its capture accessed (on_replay);
 //   python/csrc/SanitizerBindings.cpp: compiled kernels (python/torch_openreg/_inductor: the generated
 //                             wrapper reports each kernel's buffers before enqueueing it, on_launch) and
 //                             collectives (python/torch_openreg/_distributed/_group.py, on_collective);
@@ -41,6 +42,7 @@
 #include "backend/Export.h"
 
 namespace c10 { class OperatorHandle; }
+namespace c10::openreg::capture { struct Access; }
 
 namespace openreg::sanitizer {
 
@@ -110,6 +112,11 @@ void block_freed(int device, const void* ptr, std::size_t size, std::int64_t all
 //! once per distinct name). Raises c10::AcceleratorError on a race (raise mode). No-op when off.
 OPENREG_BACKEND_API void on_launch(const std::string& name, const std::vector<at::Tensor>& reads,
                                    const std::vector<at::Tensor>& writes);
+//! A graph replayed on `stream` (registration/Graph.cpp): `accesses` are the ranges its capture read and
+//! wrote (Note [Graphs in the race checker] in Sanitizer.cpp). Raises c10::AcceleratorError on a race
+//! (raise mode). No-op when off.
+OPENREG_BACKEND_API void on_replay(const char* name, const c10::Stream& stream,
+                                   const std::vector<c10::openreg::capture::Access>& accesses);
 //! A collective on `device` (Note [Collectives in the race checker] in Sanitizer.cpp): it starts after the
 //! work issued so far on the device's current stream, reads `reads` and writes `writes` on the device's
 //! collective lane, and ends at `end` (a CollectiveEvent), which streams and the host wait for through

@@ -62,6 +62,8 @@ void bind_device(py::module_& m) {
           out["bf16_tensor_flops"] = p->bf16_tensor_flops;
           out["memory_bandwidth"] = p->memory_bandwidth;
           out["ranks_per_node"] = p->ranks_per_node;
+          out["launch_us"] = p->launch_ns / 1e3;
+          out["host_op_us"] = p->host_op_ns / 1e3;
           return out;
         }));
   // The modelled time of a kernel of `flops` and `bytes` in `dtype` (Inductor's runtime estimates), or

@@ -135,7 +135,7 @@ py::dict memory_snapshot() {
       s["requested_size"] = seg.requested_size;
       s["stream"] = reinterpret_cast<std::uintptr_t>(seg.stream);
       s["segment_type"] = seg.is_large ? "large" : "small";
-      s["segment_pool_id"] = py::make_tuple(0, 0);
+      s["segment_pool_id"] = py::make_tuple(seg.owner_private_pool_id.first, seg.owner_private_pool_id.second);
       s["is_expandable"] = false;
       s["frames"] = py::list();
       py::list blocks;

@@ -32,6 +32,7 @@ void bind_sanitizer(pybind11::module_& m);   // SanitizerBindings.cpp
 void bind_compile(pybind11::module_& m);     // CompileBindings.cpp
 void bind_distributed(pybind11::module_& m);  // DistributedBindings.cpp
 void bind_host_wait(pybind11::module_& m);    // HostWaitBindings.cpp
+void bind_graphs(pybind11::module_& m);       // GraphBindings.cpp
 
 namespace {
 
@@ -52,6 +53,7 @@ PYBIND11_MODULE(_C, m) {
   bind_compile(m);
   bind_distributed(m);
   bind_host_wait(m);
+  bind_graphs(m);
 
   // --- runtime and devices ---
   m.def("_init", torch::wrap_pybind_function([] { ore::init(); }));

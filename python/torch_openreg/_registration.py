@@ -42,6 +42,9 @@ def register() -> None:
                 f"({err}); build it with `make build`"
             ) from err
         torch.utils.rename_privateuse1_backend(_BACKEND_NAME)
+        # torch.accelerator.Graph finds graph implementations by the backend's name: registered after
+        # the rename (Note [Graphs on openreg] in backend/registration/Graph.cpp).
+        _C._register_graph_impl()
 
         from torch_openreg import openreg as device_module
 

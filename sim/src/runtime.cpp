@@ -273,4 +273,12 @@ void Runtime::place_communication(int index, std::int64_t start_ns, std::int64_t
   if (end != nullptr) end->set_virtual_span(origin + start_ns, origin + end_ns, s_->clock);
 }
 
+GraphLaunchScope::GraphLaunchScope() {
+  if (VirtualClock* clock = Runtime::global().virtual_clock()) clock->begin_graph_launch();
+}
+
+GraphLaunchScope::~GraphLaunchScope() {
+  if (VirtualClock* clock = Runtime::global().virtual_clock()) clock->end_graph_launch();
+}
+
 }  // namespace openreg::sim

@@ -73,7 +73,17 @@ namespace openreg::sim {
 // entries are dropped below the issuing thread's clock once the calendar is large: exact for one
 // host thread, approximate for several host threads whose clocks differ.
 
+// Note [Graph launches on the virtual clock]
+// A graph replay issues its nodes as ordinary items, but on a GPU the host pays one cudaGraphLaunch for
+// all of them, not a launch and the framework's per-op work for each. So a replay runs inside a
+// GraphLaunchScope: its start charges the host clock one launch (launch_ns; modelled as one launch
+// call), and the items issued inside are placed at that time without host cost. Their device times are
+// the kernels' own; they start back to back once the device reaches them, which is what graphs save
+// (the eager launch gaps). In measured host time the replay's own CPU time is not counted either.
+
 namespace {
+
+thread_local bool t_graph_launch = false;
 
 constexpr std::int64_t kForever = std::numeric_limits<std::int64_t>::max();
 // Calendar entries kept before old ones are dropped, and busy intervals remembered.
@@ -222,6 +232,23 @@ VirtualClock::VirtualClock(std::shared_ptr<const DeviceProfile> profile, HostTim
 
 VirtualClock::~VirtualClock() = default;
 
+void VirtualClock::begin_graph_launch() {
+  HostClock& h = host();
+  if (host_time_ == HostTimeMode::kMeasured) {
+    const std::int64_t cpu = thread_cpu_ns();
+    h.now += cpu - h.cpu_ref;
+    h.cpu_ref = cpu;
+  }
+  h.now += to_ns(profile_->launch_ns);
+  reached(h.now);
+  t_graph_launch = true;
+}
+
+void VirtualClock::end_graph_launch() {
+  t_graph_launch = false;
+  if (host_time_ == HostTimeMode::kMeasured) host().cpu_ref = thread_cpu_ns();  // the replay's CPU time is ours, not the GPU's
+}
+
 VirtualClock::HostClock& VirtualClock::host() {
   thread_local HostClock clock;
   if (clock.generation != generation_) {
@@ -249,7 +276,9 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
   } else {
     h = &host();
     const bool op = item.kind == ItemKind::kKernel || item.kind == ItemKind::kCopy;
-    if (host_time_ == HostTimeMode::kMeasured) {
+    if (t_graph_launch) {
+      // A graph's node: the launch was charged once (Note [Graph launches on the virtual clock]).
+    } else if (host_time_ == HostTimeMode::kMeasured) {
       const std::int64_t cpu = thread_cpu_ns();
       h->now += cpu - h->cpu_ref + to_ns(p.launch_ns);
       h->cpu_ref = cpu;

@@ -56,6 +56,9 @@ class VirtualClock : public std::enable_shared_from_this<VirtualClock> {
 
   //! The calling thread's virtual time (ns since the runtime started).
   std::int64_t host_now();
+  //! A graph launch begins / ends on the calling thread (GraphLaunchScope).
+  void begin_graph_launch();
+  void end_graph_launch();
   DeviceTimeStats stats(int device);
 
  private:

@@ -153,9 +153,13 @@ c10::IValue capture_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& 
       c10::IValue(), c10::kCPU);
 }
 
-std::uint64_t take_seed(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
+std::uint64_t take_seed(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+                        c10::openreg::capture::SeedSource* source) {
   if (!plan.random || plan.generator_arg < 0) return 0;
-  return openreg_generator(args[plan.generator_arg], device)->next_seed_for_op();
+  c10::openreg::OpenRegGeneratorImpl* generator = openreg_generator(args[plan.generator_arg], device);
+  if (source == nullptr) return generator->next_seed_for_op();
+  source->generator = c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(generator);
+  return generator->next_seed_for_op(&source->offset);
 }
 
 }  // namespace at::openreg

@@ -21,6 +21,7 @@
 // Thread-safety: a converter is used by one thread at a time; the rest are pure functions.
 
 #include "backend/ops/engine/OpPlan.h"
+#include "backend/runtime/Capture.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
@@ -151,6 +152,7 @@ c10::IValue capture_arg(const c10::IValue& v, const ArgPlan& a, AliasConverter& 
 
 //! The seed a random op takes when it is issued (Note [Random ops take their seed at enqueue time] in
 //! runtime/Generator.h), from its Generator argument or its device's default generator; 0 for other ops.
-std::uint64_t take_seed(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device);
+std::uint64_t take_seed(const OpPlan& plan, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+                        c10::openreg::capture::SeedSource* source = nullptr);
 
 }  // namespace at::openreg

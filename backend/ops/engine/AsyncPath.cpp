@@ -166,6 +166,20 @@ struct OpWorkItem {
   std::unique_ptr<Recipes> recipes;  // null when the host built the aliases
   std::uint64_t seed;  // for random ops
 
+  OpWorkItem(const OpPlan* plan_, std::vector<IValue> values_, std::unique_ptr<Recipes> recipes_, std::uint64_t seed_)
+      : plan(plan_), values(std::move(values_)), recipes(std::move(recipes_)), seed(seed_) {}
+  OpWorkItem(OpWorkItem&&) noexcept = default;
+  OpWorkItem& operator=(OpWorkItem&&) noexcept = default;
+  //! A graph's replay runs a copy of the captured item (Note [Stream capture] in runtime/Capture.cpp):
+  //! the copy shares the snapshotted CPU values, which kernels only read, and has its own recipes.
+  OpWorkItem(const OpWorkItem& other)
+      : plan(other.plan),
+        values(other.values),
+        recipes(other.recipes ? std::make_unique<Recipes>(*other.recipes) : nullptr),
+        seed(other.seed) {}
+  OpWorkItem& operator=(const OpWorkItem&) = delete;
+  ~OpWorkItem() = default;
+
   void operator()() {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     c10::WarningUtils::WarningHandlerGuard warnings(silent_warning_handler());
@@ -367,10 +381,15 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
 
   // The work item, unless the call only makes views. A random op takes its seed now, when it is issued.
   if (plan.writes || !returns.fresh.empty()) {
-    OpWorkItem item = make_work_item(plan, args, seen, returns.fresh, take_seed(plan, args, device));
+    // Under a graph capture a random op also notes where its seed came from, for the replays.
+    c10::openreg::capture::SeedSource source;
+    const bool capturing = c10::openreg::capture::capture_underway() && plan.random;
+    OpWorkItem item = make_work_item(plan, args, seen, returns.fresh,
+                                     take_seed(plan, args, device, capturing ? &source : nullptr));
     static_assert(kTravelsInline<OpWorkItem>, "the work item should travel inline");
     launch_kernel(c10::openreg::current_openreg_stream(device), plan.name, std::move(item),
-                  [&] { return op_kernel_cost(op, args, returns.fresh); });
+                  [&] { return op_kernel_cost(op, args, returns.fresh); },
+                  source.generator ? &source : nullptr);
   }
 
   // The returns replace the arguments on the stack.

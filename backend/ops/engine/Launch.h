@@ -19,6 +19,7 @@
 // Thread-safety: launch_kernel may be called from any host thread; the kernel runs on one device
 // thread, after everything enqueued on the stream before it.
 
+#include "backend/runtime/Capture.h"
 #include "backend/runtime/SimErrors.h"
 #include "backend/runtime/Stream.h"
 #include "backend/ops/engine/ExecuteThreads.h"
@@ -34,6 +35,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -79,17 +82,65 @@ inline bool timing_only_on() {
   return on;
 }
 
+//! Whether kernel type K carries a seed (a random op's work item): a replay gives it a new one.
+template <typename K, typename = void>
+struct HasSeed : std::false_type {};
+template <typename K>
+struct HasSeed<K, std::void_t<decltype(std::declval<K&>().seed)>> : std::true_type {};
+
+//! Records `launched` into the capture of `stream` (Note [Stream capture] in runtime/Capture.cpp). False
+//! when the stream does not capture: then `launched` is left for the caller to launch.
+template <typename K, typename CostFn>
+bool capture_kernel(const c10::openreg::OpenRegStream& stream, const char* name, LaunchedKernel<K>& launched,
+                    CostFn& cost, const c10::openreg::capture::SeedSource* seed) {
+  if (!c10::openreg::capture::is_capturing(stream)) return false;
+  if constexpr (!std::is_copy_constructible_v<K>) {
+    c10::openreg::capture::check_not_capturing(stream, name);  // throws: the kernel cannot be replayed
+    return false;
+  } else {
+    std::optional<::openreg::sim::KernelCost> kernel_cost;
+    if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
+      if (virtual_time_on()) kernel_cost = cost();
+    }
+    // Every replay runs a copy of the captured kernel; the prototype is shared by the graph's copies.
+    auto proto = std::make_shared<const LaunchedKernel<K>>(launched);
+    c10::openreg::capture::KernelFactory make = [proto](std::uint64_t replay_seed) {
+      LaunchedKernel<K> copy(*proto);
+      if constexpr (HasSeed<K>::value) copy.kernel.seed = replay_seed;
+      return ::openreg::sim::Task(std::move(copy));
+    };
+    std::optional<c10::openreg::capture::SeedSource> source;
+    if (seed != nullptr) source = *seed;
+    return c10::openreg::capture::record_kernel(stream, name, std::move(make), kernel_cost, std::move(source));
+  }
+}
+
 //! Enqueues `kernel` (a movable `void()` callable) on `stream` under the name `name` (a literal
 //! or an interned name: it must outlive the item). `cost` (a callable returning sim::KernelCost,
 //! ops/engine/KernelCost.h) is what the kernel costs on the device profile: it is called only when one
 //! is set (virtual time, Note [Virtual time] in sim/src/virtual_clock.cpp); without `cost` a kernel
-//! takes the profile's minimum time.
+//! takes the profile's minimum time. On a capturing stream the kernel is recorded into the graph
+//! instead; `seed` says where a random kernel's seed came from, so that replays draw new numbers.
 template <typename Kernel, typename CostFn = std::nullptr_t>
 void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, Kernel&& kernel,
-                   CostFn&& cost = nullptr) {
+                   CostFn&& cost = nullptr, const c10::openreg::capture::SeedSource* seed = nullptr) {
   using K = std::decay_t<Kernel>;  // inline only when nothrow-movable, else boxed (sim::Task)
   auto& sim = stream.sim();
   const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
+  if (C10_UNLIKELY(c10::openreg::capture::capture_underway())) {
+    LaunchedKernel<K> launched{std::forward<Kernel>(kernel), threads, stream.device_index()};
+    if (capture_kernel(stream, name, launched, cost, seed)) return;
+    c10::openreg::translate_sim_errors([&] {
+      if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
+        if (virtual_time_on()) {
+          sim.launch(name, std::move(launched), cost());
+          return;
+        }
+      }
+      sim.launch(name, std::move(launched));
+    });
+    return;
+  }
   c10::openreg::translate_sim_errors([&] {
     if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
       if (virtual_time_on()) {
@@ -105,6 +156,10 @@ void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, 
 //! (a literal). The pointers are taken now.
 inline void launch_copy(const c10::openreg::OpenRegStream& stream, void* dst, const void* src, std::size_t bytes,
                         const char* name) {
+  if (C10_UNLIKELY(c10::openreg::capture::capture_underway()) &&
+      c10::openreg::capture::record_copy(stream, dst, src, bytes, name)) {
+    return;
+  }
   c10::openreg::translate_sim_errors([&] { stream.sim().copy(dst, src, bytes, name); });
 }
 
@@ -113,6 +168,14 @@ inline void launch_copy(const c10::openreg::OpenRegStream& stream, void* dst, co
 //! guards pinned buffers with events; keeping them is equivalent).
 template <typename KeepAlive>
 void keep_until_done(const c10::openreg::OpenRegStream& stream, KeepAlive&& keep_alive) {
+  if (C10_UNLIKELY(c10::openreg::capture::capture_underway())) {
+    // A captured copy reads or writes this host memory at every replay: the graph keeps it.
+    std::shared_ptr<void> keep = std::make_shared<std::decay_t<KeepAlive>>(std::forward<KeepAlive>(keep_alive));
+    if (c10::openreg::capture::record_keep(stream, keep)) return;
+    c10::openreg::translate_sim_errors(
+        [&] { stream.sim().host_callback("openreg::copy_release", [keep = std::move(keep)] {}); });
+    return;
+  }
   c10::openreg::translate_sim_errors([&] {
     stream.sim().host_callback("openreg::copy_release", [keep = std::forward<KeepAlive>(keep_alive)] {});
   });

@@ -203,8 +203,10 @@ class OpenRegPythonWrapperCodegen(PythonWrapperCodegen):
         if config.triton.cudagraphs:
             # Inductor would silently run such a graph without replay on a non-CUDA device; say so.
             raise RuntimeError(
-                "torch.compile(mode='reduce-overhead') records CUDA graphs, which openreg does not have "
-                "(no graph capture of openreg streams): use mode='default' or 'max-autotune-no-cudagraphs'")
+                "torch.compile(mode='reduce-overhead') needs Inductor's CUDA graph trees, which in this torch "
+                "build torch.cuda.CUDAGraph directly (not torch.accelerator.Graph) and so run only on CUDA: use "
+                "mode='default' or 'max-autotune-no-cudagraphs', and capture the compiled function with "
+                "torch.openreg.graph yourself")
         super().write_header()
         self.imports.writeline("from torch_openreg._inductor import openreg_cpp_pybinding")
         self.imports.writeline("from torch_openreg.openreg import sanitizer as _openreg_sanitizer")

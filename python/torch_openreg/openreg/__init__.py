@@ -29,6 +29,7 @@ from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     synchronize,
 )
 from ._device_index import _get_device_index  # noqa: F401
+from .graphs import OpenRegGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 
 # torch calls _lazy_init (first use of the device) and _is_in_bad_fork (torch.manual_seed).
 from ._initialization import (  # noqa: F401
@@ -43,6 +44,7 @@ from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from ._trace import trace
 from ._utilization import utilization
 from .memory import (
+    MemPool,
     caching_allocator_alloc,
     caching_allocator_delete,
     empty_cache,
@@ -57,6 +59,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    use_mem_pool,
 )
 from .random import (
     get_rng_state,
@@ -128,6 +131,14 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 __all__ = [
     "DeferredOpenRegCallError",
+    "MemPool",
+    "OpenRegGraph",
+    "graph",
+    "graph_pool_handle",
+    "graphs",
+    "is_current_stream_capturing",
+    "make_graphed_callables",
+    "use_mem_pool",
     "Event",
     "ExternalStream",
     "can_device_access_peer",

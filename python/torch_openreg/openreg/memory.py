@@ -11,9 +11,11 @@ structure, so ``torch.cuda._memory_viz`` renders them.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import pickle
 import sys
+from collections.abc import Iterator
 from typing import Any, Optional
 
 import torch
@@ -38,6 +40,8 @@ __all__ = [
     "set_per_process_memory_fraction",
     "caching_allocator_alloc",
     "caching_allocator_delete",
+    "MemPool",
+    "use_mem_pool",
 ]
 
 
@@ -233,3 +237,70 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
         out.append(thin)
     out[-1] = line
     return "\n".join(out) + "\n"
+
+
+class MemPool:
+    """A private memory pool of the caching allocator, as ``torch.cuda.MemPool``.
+
+    Allocations made inside :func:`use_mem_pool` come from the pool's own segments: blocks freed into it
+    are reused only by later allocations routed to it, and its memory leaves the pool only once no one
+    uses it (this object, a context, a graph captured into it) and ``empty_cache`` runs. A graph can
+    capture into it with ``pool=mempool.id``. ``snapshot()`` lists its segments.
+
+    Args:
+        allocator: must be None: openreg has no pluggable allocators.
+        use_on_oom (bool): must be False (allocations outside the pool never fall back on it).
+    """
+
+    def __init__(self, allocator: Any = None, use_on_oom: bool = False) -> None:
+        if allocator is not None:
+            raise ValueError("openreg MemPool: custom allocators are not supported (allocator must be None)")
+        if use_on_oom:
+            raise ValueError("openreg MemPool: use_on_oom is not supported")
+        _lazy_init()
+        self._device = torch.openreg.current_device()
+        self._id: tuple[int, int] = tuple(_C._graph_pool_handle())  # type: ignore[assignment]
+        _C._mempool_create(self._device, self._id)
+        self._released = False
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """The pool's id, to pass as a graph's ``pool``."""
+        return self._id
+
+    @property
+    def allocator(self) -> None:
+        """openreg's caching allocator (None: no pluggable allocator)."""
+        return None
+
+    def use_count(self) -> int:
+        """Users of the pool: this object, each active :func:`use_mem_pool` and each graph in it."""
+        return int(_C._mempool_use_count(self._device, self._id))
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The segments of the pool, as ``memory_snapshot()`` lists them."""
+        return [s for s in memory_snapshot() if tuple(s["segment_pool_id"]) == self._id]
+
+    def __del__(self) -> None:
+        if getattr(self, "_released", True) or sys.is_finalizing():
+            return
+        self._released = True
+        try:
+            _C._mempool_release(self._device, self._id)
+        except Exception:  # noqa: BLE001  (a finaliser must not raise)
+            pass
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: Device = None) -> Iterator[None]:
+    """Routes the calling thread's allocations on ``device`` (default: the current device) to ``pool``
+    inside the block, as ``torch.cuda.use_mem_pool``."""
+    if not isinstance(pool, MemPool):
+        raise TypeError(f"use_mem_pool expects a torch.openreg.MemPool, got {type(pool).__name__}")
+    index = _index(device)
+    _C._mempool_begin_thread(index, pool.id)
+    try:
+        yield
+    finally:
+        _C._mempool_end(index, pool.id)
+        _C._mempool_release(index, pool.id)

@@ -77,4 +77,16 @@ class OPENREG_SIM_API Runtime {
   std::unique_ptr<State> s_;
 };
 
+//! A graph launch on the calling host thread (Note [Graph launches on the virtual clock] in
+//! sim/src/virtual_clock.cpp): constructing it charges the thread's virtual clock one launch (the one
+//! cudaGraphLaunch call), and while it lives the items the thread issues cost no host time each (their
+//! device times are unchanged). Nothing without a device profile. Not nestable.
+class OPENREG_SIM_API GraphLaunchScope {
+ public:
+  GraphLaunchScope();
+  ~GraphLaunchScope();
+  GraphLaunchScope(const GraphLaunchScope&) = delete;
+  GraphLaunchScope& operator=(const GraphLaunchScope&) = delete;
+};
+
 }  // namespace openreg::sim
