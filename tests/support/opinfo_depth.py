@@ -177,8 +177,18 @@ def is_random(op, sample) -> bool:
 
 # --- comparing -------------------------------------------------------------------------------------
 
-def compare(actual, expected, shape_only=False, what="output") -> None:
-    """Raises AssertionError at the first value of ``actual`` (openreg) that differs from ``expected``."""
+def targets_device(sample) -> bool:
+    """Whether the sample names openreg: a tensor on it or a ``device=`` argument. A factory op's sample
+    that names no device makes its result on the default device (the CPU) on both sides."""
+    values = flatten([sample.input, list(sample.args), list(sample.kwargs.values())])
+    return any((isinstance(v, torch.Tensor) and v.device.type == DEV) or (isinstance(v, str) and v.split(":")[0] == DEV)
+               or (isinstance(v, torch.device) and v.type == DEV) for v in values)
+
+
+def compare(actual, expected, shape_only=False, what="output", device: str | None = DEV) -> None:
+    """Raises AssertionError at the first value of ``actual`` (made on openreg, its tensors expected on
+    ``device``; None: where the reference's are, for a sample that names no device and so makes its
+    result on the default device) that differs from ``expected`` (the reference)."""
     a, e = flatten(actual), flatten(expected)
     if len(a) != len(e):
         raise AssertionError(f"{what}: {len(a)} values vs CPU's {len(e)}")
@@ -186,8 +196,8 @@ def compare(actual, expected, shape_only=False, what="output") -> None:
         if isinstance(y, torch.Tensor):
             if not isinstance(x, torch.Tensor):
                 raise AssertionError(f"{what}[{i}]: {type(x).__name__} vs CPU's tensor")
-            if x.device.type != DEV:
-                raise AssertionError(f"{what}[{i}]: on {x.device}, not on {DEV}")
+            if x.device.type != (device or y.device.type):
+                raise AssertionError(f"{what}[{i}]: on {x.device}, not on {device or y.device.type}")
             if x.shape != y.shape or x.dtype != y.dtype:
                 raise AssertionError(f"{what}[{i}]: {tuple(x.shape)} {x.dtype} vs CPU's {tuple(y.shape)} {y.dtype}")
             if shape_only or y.layout != torch.strided:
@@ -290,7 +300,7 @@ def check_forward(op, sample, dsample, random: bool, with_grad: bool, what="outp
         return
     actual = call(op, dsample)
     torch.openreg.synchronize()
-    compare(actual, expected, shape_only=random, what=what)
+    compare(actual, expected, shape_only=random, what=what, device=DEV if targets_device(dsample) else None)
     if not with_grad or random:
         return
     expected_grads, grad_error = cpu_result(lambda: backward(sample, expected))
@@ -330,7 +340,8 @@ def check_variant(variant, sample, dsample, random: bool, inplace: bool) -> None
             raise AssertionError("in-place variant did not return self")
         compare(dev_in, cpu_in, shape_only=random, what="self")
     else:
-        compare(actual, expected, shape_only=random, what="method")
+        compare(actual, expected, shape_only=random, what="method",
+                device=DEV if targets_device(dsample) else None)
 
 
 def _tensor_outputs(expected) -> bool:
@@ -419,6 +430,10 @@ def out_checks(op, sample, dsample, random: bool, checker: Checker, index: int) 
         if not any(isinstance(t, torch.Tensor) and t.device.type == DEV and t.dim() > 0
                    for t in flatten([dsample.input, list(dsample.args), list(dsample.kwargs.values())])):
             raise SkipCheck
+        _, cpu_error = cpu_result(lambda: op(sample.input, *sample.args, **sample.kwargs,
+                                             out=_make_out(expected, "cpu")))
+        if cpu_error is not None:
+            raise SkipCheck  # the CPU takes no such out= either
         out = _make_out(expected, "cpu")
         try:
             op(dsample.input, *dsample.args, **dsample.kwargs, out=out)
