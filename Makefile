@@ -141,6 +141,7 @@ bench: build
 	$(PYTHON) bench/python/compile_bench.py --json $(RESULTS_DIR)/compile_bench.json
 	$(PYTHON) bench/python/allreduce_bench.py --json $(RESULTS_DIR)/allreduce_bench.json
 	$(PYTHON) bench/python/interrupt_bench.py --out $(RESULTS_DIR)/interrupt_bench.json
+	$(PYTHON) bench/python/graph_bench.py --out $(RESULTS_DIR)/graph_bench.json
 
 # The OpInfo sweep at PyTorch's test depth (every op, dtype and variant against the CPU; make test runs a
 # subset): prints a table and writes the report with every failure.

@@ -253,6 +253,7 @@ def test_unjoined_side_stream_fails_capture_end():
     with torch.openreg.stream(side):
         assert not torch.openreg.is_current_stream_capturing()
         x.add_(1)
+    side.synchronize()
     assert torch.equal(x.cpu(), torch.ones(4))
 
 
@@ -316,7 +317,7 @@ def test_two_graphs_share_a_pool_and_its_memory_stays_private_until_reset():
     g1, b = capture(lambda: a * 2)
     freed_addresses = []
 
-    def second():
+    def second(b):
         tmp = b * 10  # freed during the capture: its block stays in the graphs' pool
         freed_addresses.append(tmp.data_ptr())
         del tmp
@@ -324,7 +325,7 @@ def test_two_graphs_share_a_pool_and_its_memory_stays_private_until_reset():
 
     g2 = torch.openreg.OpenRegGraph()
     with torch.openreg.graph(g2, pool=g1.pool()):
-        c = second()
+        c = second(b)
     assert g2.pool() == g1.pool()
     assert {s["segment_pool_id"] for s in _segments_of(g1.pool())} == {tuple(g1.pool())}
     # Eager allocations of the freed block's size never get its address while the graphs live.
@@ -492,3 +493,16 @@ def test_replay_costs_one_launch_on_the_virtual_clock():
     assert eager >= 50 * launch
     assert k_eager == k_graph == 50
     assert wall_graph < wall_eager  # the device no longer waits for the host between kernels
+
+
+def test_a_compiled_function_can_be_captured_and_replayed():
+    x = torch.randn(64, device=DEV)
+    f = torch.compile(lambda a: (a * 2).relu() + 1)
+    f(x)
+    g, y = capture(lambda: f(x))
+    x.fill_(3.0)
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((64,), 7.0))
+    x.fill_(-1.0)
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((64,), 1.0))

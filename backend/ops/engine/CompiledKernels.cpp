@@ -15,6 +15,9 @@ thread_local double tl_next_bytes = -1;
 
 // One compiled kernel call: the generated module's trampoline, its arguments (parsed on the calling
 // thread, owned by `ctx`), and how to free them. Owns `ctx` whether or not the kernel ever runs.
+// A copy borrows `ctx` (its `drop` is null): a graph keeps the captured call, which owns the arguments,
+// and each replay runs a copy (Note [Stream capture] in runtime/Capture.cpp); the graph outlives its
+// replays' work (it waits for the last one before it lets the captured call go).
 struct CompiledKernelCall {
   void (*run)(void*);
   void* ctx;
@@ -23,11 +26,11 @@ struct CompiledKernelCall {
   CompiledKernelCall(void (*r)(void*), void* c, void (*d)(void*)) noexcept : run(r), ctx(c), drop(d) {}
   CompiledKernelCall(CompiledKernelCall&& other) noexcept
       : run(other.run), ctx(std::exchange(other.ctx, nullptr)), drop(other.drop) {}
-  CompiledKernelCall(const CompiledKernelCall&) = delete;
+  CompiledKernelCall(const CompiledKernelCall& other) noexcept : run(other.run), ctx(other.ctx), drop(nullptr) {}
   CompiledKernelCall& operator=(const CompiledKernelCall&) = delete;
   CompiledKernelCall& operator=(CompiledKernelCall&&) = delete;
   ~CompiledKernelCall() {
-    if (ctx != nullptr) drop(ctx);
+    if (ctx != nullptr && drop != nullptr) drop(ctx);
   }
 
   void operator()() { run(ctx); }

@@ -88,30 +88,36 @@ struct HasSeed : std::false_type {};
 template <typename K>
 struct HasSeed<K, std::void_t<decltype(std::declval<K&>().seed)>> : std::true_type {};
 
-//! Records `launched` into the capture of `stream` (Note [Stream capture] in runtime/Capture.cpp). False
-//! when the stream does not capture: then `launched` is left for the caller to launch.
+//! Records `launched` into the capture of `stream`, which captures (Note [Stream capture] in
+//! runtime/Capture.cpp); launches it after all if the capture ended meanwhile.
 template <typename K, typename CostFn>
-bool capture_kernel(const c10::openreg::OpenRegStream& stream, const char* name, LaunchedKernel<K>& launched,
+void capture_kernel(const c10::openreg::OpenRegStream& stream, const char* name, LaunchedKernel<K>&& launched,
                     CostFn& cost, const c10::openreg::capture::SeedSource* seed) {
-  if (!c10::openreg::capture::is_capturing(stream)) return false;
   if constexpr (!std::is_copy_constructible_v<K>) {
     c10::openreg::capture::check_not_capturing(stream, name);  // throws: the kernel cannot be replayed
-    return false;
   } else {
     std::optional<::openreg::sim::KernelCost> kernel_cost;
     if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
       if (virtual_time_on()) kernel_cost = cost();
     }
-    // Every replay runs a copy of the captured kernel; the prototype is shared by the graph's copies.
-    auto proto = std::make_shared<const LaunchedKernel<K>>(launched);
-    c10::openreg::capture::KernelFactory make = [proto](std::uint64_t replay_seed) {
-      LaunchedKernel<K> copy(*proto);
+    // The graph keeps the captured kernel; every replay runs a copy of it.
+    auto proto = std::make_shared<LaunchedKernel<K>>(std::move(launched));
+    c10::openreg::capture::KernelFactory make = [captured = std::shared_ptr<const LaunchedKernel<K>>(proto)](
+                                                    std::uint64_t replay_seed) {
+      LaunchedKernel<K> copy(*captured);
       if constexpr (HasSeed<K>::value) copy.kernel.seed = replay_seed;
       return ::openreg::sim::Task(std::move(copy));
     };
     std::optional<c10::openreg::capture::SeedSource> source;
     if (seed != nullptr) source = *seed;
-    return c10::openreg::capture::record_kernel(stream, name, std::move(make), kernel_cost, std::move(source));
+    if (c10::openreg::capture::record_kernel(stream, name, std::move(make), kernel_cost, std::move(source))) return;
+    c10::openreg::translate_sim_errors([&] {
+      if (kernel_cost) {
+        stream.sim().launch(name, LaunchedKernel<K>(std::move(*proto)), *kernel_cost);
+      } else {
+        stream.sim().launch(name, LaunchedKernel<K>(std::move(*proto)));
+      }
+    });
   }
 }
 
@@ -127,18 +133,9 @@ void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, 
   using K = std::decay_t<Kernel>;  // inline only when nothrow-movable, else boxed (sim::Task)
   auto& sim = stream.sim();
   const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
-  if (C10_UNLIKELY(c10::openreg::capture::capture_underway())) {
-    LaunchedKernel<K> launched{std::forward<Kernel>(kernel), threads, stream.device_index()};
-    if (capture_kernel(stream, name, launched, cost, seed)) return;
-    c10::openreg::translate_sim_errors([&] {
-      if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
-        if (virtual_time_on()) {
-          sim.launch(name, std::move(launched), cost());
-          return;
-        }
-      }
-      sim.launch(name, std::move(launched));
-    });
+  if (C10_UNLIKELY(c10::openreg::capture::capture_underway()) && c10::openreg::capture::is_capturing(stream)) {
+    capture_kernel(stream, name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()},
+                   cost, seed);
     return;
   }
   c10::openreg::translate_sim_errors([&] {

@@ -29,7 +29,6 @@ from ._device import (  # noqa: F401  (the private names mirror torch.cuda's)
     synchronize,
 )
 from ._device_index import _get_device_index  # noqa: F401
-from .graphs import OpenRegGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 
 # torch calls _lazy_init (first use of the device) and _is_in_bad_fork (torch.manual_seed).
 from ._initialization import (  # noqa: F401
@@ -43,6 +42,7 @@ from ._initialization import (  # noqa: F401
 from ._sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from ._trace import trace
 from ._utilization import utilization
+from .graphs import OpenRegGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (
     MemPool,
     caching_allocator_alloc,

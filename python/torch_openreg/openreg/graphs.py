@@ -36,7 +36,8 @@ def is_current_stream_capturing() -> bool:
 
 def graph_pool_handle() -> tuple[int, int]:
     """A new memory pool handle: graphs captured with it share one private pool."""
-    return tuple(_C._graph_pool_handle())  # type: ignore[return-value]
+    handle = _C._graph_pool_handle()
+    return (int(handle[0]), int(handle[1]))
 
 
 def _check_mode(mode: str) -> None:
@@ -59,7 +60,7 @@ class OpenRegGraph(torch.accelerator.Graph):
     def __init__(self, keep_graph: bool = False) -> None:
         super().__init__(keep_graph)
 
-    def capture_begin(  # type: ignore[override]
+    def capture_begin(
         self, pool: Optional[tuple[int, int]] = None, capture_error_mode: CaptureErrorMode = "global"
     ) -> None:
         """Begins capturing the current stream's work (usually through :class:`graph`).
@@ -116,7 +117,9 @@ class graph:
     def __enter__(self) -> None:
         synchronize()
         gc.collect()
-        torch.openreg.empty_cache()
+        from . import memory
+
+        memory.empty_cache()
         self._stream_ctx.__enter__()
         try:
             self.openreg_graph.capture_begin(pool=self.pool, capture_error_mode=self.capture_error_mode)
@@ -173,7 +176,7 @@ def make_graphed_callables(
     just_one = not isinstance(callables, tuple)
     if just_one:
         callables = (callables,)  # type: ignore[assignment]
-        sample_args = (sample_args,)  # type: ignore[assignment]
+        sample_args = (sample_args,)
     assert isinstance(callables, tuple)
     per_callable_args: list[tuple[Any, ...]] = []
     for fn, args in zip(callables, sample_args):
@@ -234,8 +237,11 @@ def make_graphed_callables(
         it = iter(grads)
         static_grad_inputs[i] = tuple(next(it) if x.requires_grad else None for x in inputs)
         static_grad_outputs[i] = grad_outs
+        # The captured autograd graph is not needed any more: keeping it would keep the parameters'
+        # gradient accumulators of the capture stream alive.
+        static_outputs[i] = tuple(o.detach() for o in outs)
 
-    results = []
+    results: list[Any] = []
     for i, fn in enumerate(callables):
         graphed = _graphed_function(
             fwd_graphs[i], bwd_graphs[i], static_inputs[i], static_outputs[i], static_grad_outputs[i],
@@ -298,7 +304,7 @@ def _graph_module(module: torch.nn.Module, graphed: Callable[..., Any]) -> torch
             return graphed(*args)
         return own_forward(*args, **kwargs)
 
-    module.forward = forward  # type: ignore[method-assign]
+    module.forward = forward
     return module
 
 

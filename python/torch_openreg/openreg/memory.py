@@ -258,8 +258,11 @@ class MemPool:
         if use_on_oom:
             raise ValueError("openreg MemPool: use_on_oom is not supported")
         _lazy_init()
-        self._device = torch.openreg.current_device()
-        self._id: tuple[int, int] = tuple(_C._graph_pool_handle())  # type: ignore[assignment]
+        from ._device import current_device
+
+        self._device = current_device()
+        handle = _C._graph_pool_handle()
+        self._id: tuple[int, int] = (int(handle[0]), int(handle[1]))
         _C._mempool_create(self._device, self._id)
         self._released = False
 

@@ -57,7 +57,8 @@ def _next_kernel(reads: tuple[Any, ...], writes: tuple[Any, ...]) -> None:
 
 def profile() -> dict[str, Any] | None:
     """The device profile (``name``, ``display_name``, ``sm_count``, ``l2_bytes``, ``memory_bytes``,
-    ``bf16_tensor_flops``, ``memory_bandwidth``, ``ranks_per_node``, ``launch_us``, ``host_op_us``), or None when times are this host's."""
+    ``bf16_tensor_flops``, ``memory_bandwidth``, ``ranks_per_node``, ``launch_us``, ``host_op_us``), or
+    None when times are this host's."""
     _lazy_init()
     result: dict[str, Any] | None = _C._device_profile()
     return result
