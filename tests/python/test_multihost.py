@@ -11,6 +11,7 @@ on the whole batch in one process. Skipped, with the system's message, where nam
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -84,20 +85,34 @@ def two_hosts():
             _ip("netns", "del", ns)
 
 
+def _ours(pid: int) -> bool:
+    """``pid`` is still a rank of this test (a pid file can outlive its process and the pid be reused)."""
+    try:
+        return str(SCRIPT) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
 def _end(procs: list[subprocess.Popen], out: Path) -> None:
-    """Ends the torchrun processes and the ranks they started (in sessions of their own), by id."""
-    pids = [p.pid for p in procs if p.poll() is None]
-    pids += [int(f.read_text()) for f in out.glob("pid*") if f.read_text().strip()]
+    """Ends the torchrun processes still running and the ranks they started (in sessions of their
+    own), by id."""
+    running = [p for p in procs if p.poll() is None]
+    if not running:
+        return
+    ranks = [int(f.read_text()) for f in out.glob("pid*") if f.read_text().strip()]
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.killpg(pid, sig) if pid in [p.pid for p in procs] else os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
+        for p in running:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                    os.killpg(p.pid, sig)
+        for pid in ranks:
+            if _ours(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
         deadline = time.monotonic() + 5
-        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        while any(p.poll() is None for p in running) and time.monotonic() < deadline:
             time.sleep(0.1)
-    for p in procs:
+    for p in running:
         p.wait(timeout=5)
 
 

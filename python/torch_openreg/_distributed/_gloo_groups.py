@@ -75,7 +75,7 @@ def _kernel(op):
                 return view
             if isinstance(obj, (list, tuple)):
                 return type(obj)(to_cpu(o) for o in obj)
-            if isinstance(obj, torch.ScriptObject) and obj._type().name().endswith("ProcessGroup"):
+            if isinstance(obj, torch.ScriptObject) and obj._type().qualified_name().endswith(".c10d.ProcessGroup"):
                 _check_gloo_serves_openreg(obj)
             return obj
 
