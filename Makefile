@@ -45,7 +45,7 @@ build: deps $(BUILD_DIR)/build.ninja
 	  $(PYTHON) -m pip install -q --no-build-isolation --no-deps -e . ; \
 	fi
 
-test: build test-cpp test-python test-sanitizers
+test: build test-cpp test-python test-sanitizers test-ecosystem
 
 test-cpp: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 2

@@ -19,10 +19,11 @@ import sys
 
 from bench_table import print_table
 
-MEASURE = r"""
+# Both children: a chain of n small ops (n = argv[1]), warmed up, and its graph (replayed once).
+CHAIN = r"""
 import json, statistics, sys, time
 import torch
-n, reps = int(sys.argv[1]), int(sys.argv[2])
+n = int(sys.argv[1])
 x = torch.ones(256, device="openreg")
 def chain():
     y = x
@@ -37,6 +38,10 @@ with torch.openreg.graph(g):
     out = chain()
 g.replay()
 torch.openreg.synchronize()
+"""
+
+MEASURE = CHAIN + r"""
+reps = int(sys.argv[2])
 eager, replay = [], []
 for _ in range(reps):
     t = time.perf_counter(); chain(); eager.append(time.perf_counter() - t)
@@ -46,21 +51,7 @@ for _ in range(reps):
 print(json.dumps({"eager_s": statistics.median(eager), "replay_s": statistics.median(replay)}))
 """
 
-MODELLED = r"""
-import json, sys
-import torch
-n = int(sys.argv[1])
-x = torch.ones(256, device="openreg")
-def chain():
-    y = x
-    for _ in range(n):
-        y = y * 1.0001
-    return y
-chain(); torch.openreg.synchronize()
-g = torch.openreg.OpenRegGraph()
-with torch.openreg.graph(g):
-    chain()
-g.replay(); torch.openreg.synchronize()
+MODELLED = CHAIN + r"""
 out = {}
 for name, step in (("eager", chain), ("replay", g.replay)):
     t0 = torch.openreg.timing.now()
