@@ -15,6 +15,7 @@ import sys
 import tempfile
 
 import pytest
+from support.environ import merged_environ  # tests/support (pytest's pythonpath)
 
 for _name in [n for n in os.environ if n.startswith("OPENREG_")]:
     del os.environ[_name]
@@ -30,12 +31,7 @@ class Started:
     either is waited for overlap (a one-process run beside a torchrun run)."""
 
     def __init__(self, argv: list[str], env: dict[str, str | None] | None, timeout: float) -> None:
-        full_env = dict(os.environ)
-        for key, value in (env or {}).items():
-            if value is None:
-                full_env.pop(key, None)
-            else:
-                full_env[key] = value
+        full_env = merged_environ(env)
         self.argv, self.timeout = argv, timeout
         # Files, not pipes: a run nobody reads yet must not block on a full pipe.
         self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")

@@ -21,6 +21,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CHECKOUT, "build"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402  (autoload registers openreg)
+from support.environ import merged_environ  # noqa: E402  (tests/support, pytest's pythonpath)
 
 # A subprocess that has not finished by then is hung: the test fails instead of the suite stalling.
 SUBPROCESS_TIMEOUT_S = 120
@@ -56,12 +57,7 @@ def run_python():
     """
 
     def run(code, env=None, timeout=SUBPROCESS_TIMEOUT_S):
-        full_env = dict(os.environ)
-        for key, value in (env or {}).items():
-            if value is None:
-                full_env.pop(key, None)
-            else:
-                full_env[key] = value
+        full_env = merged_environ(env)
         return subprocess.run(
             [sys.executable, "-c", textwrap.dedent(code)],
             env=full_env,

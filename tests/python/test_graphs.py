@@ -24,14 +24,21 @@ def capture(fn, **kwargs):
 
 def test_replay_reads_the_inputs_at_replay_and_writes_the_captured_outputs():
     x = torch.zeros(4, device=DEV)
-    g, y = capture(lambda: x * 2 + 1)
-    assert torch.equal(y.cpu(), torch.zeros(4)), "capture must not run the work"
+    counter = torch.zeros(4, device=DEV)
+
+    def work():
+        counter.add_(1)
+        return x * 2 + 1
+
+    g, y = capture(work)
+    assert torch.equal(counter.cpu(), torch.zeros(4)), "capture must not run the work"
     x.fill_(3)
     g.replay()
     assert torch.equal(y.cpu(), torch.full((4,), 7.0))
     x.fill_(5)
     g.replay()
     assert torch.equal(y.cpu(), torch.full((4,), 11.0))
+    assert torch.equal(counter.cpu(), torch.full((4,), 2.0))
 
 
 def test_torch_accelerator_graph_on_a_side_stream():

@@ -9,7 +9,7 @@ In pytest the tests come from PyTorch's device-type machinery: ``@ops`` over the
 PrivateUse1 device (``TestOpInfoPRIVATEUSE1.test_op_matches_cpu_<op>_openreg_float32``). CI runs a fixed
 representative subset (OPENREG_OPINFO=full selects the whole database). As a script:
 
-    python tests/python/test_opinfo.py --full --report bench/results/opinfo.json
+    PYTHONPATH=tests python tests/python/test_opinfo.py --full --report bench/results/opinfo.json
 
 prints pass/fail counts and every failure with its reason.
 """
@@ -26,12 +26,10 @@ import traceback
 
 import torch
 import torch_openreg  # noqa: F401  (registers the device before the test classes are instantiated)
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, as a script too
-from support import opinfo_depth as depth  # noqa: E402
-from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops  # noqa: E402
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
-from torch.testing._internal.common_utils import TestCase  # noqa: E402
+from support import opinfo_depth as depth  # tests/support: pytest's pythonpath (PYTHONPATH=tests as a script)
+from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_utils import TestCase
 
 DEV = depth.DEV
 DTYPE = torch.float32
