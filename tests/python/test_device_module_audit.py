@@ -58,6 +58,19 @@ def test_fork_rng_restores_every_openreg_device_and_manual_seed_seeds_them_all()
             assert not torch.equal(seeded[1], torch.openreg.get_rng_state(1))
     assert all(torch.equal(seeded[i], torch.openreg.get_rng_state(i)) for i in range(n))
 
+    # DTensor's RNG tracker reads and writes the state as CUDA's Philox state: 8 bytes of seed, then 8 of
+    # offset, and an offset it writes must select the numbers drawn next.
+    def draw_at(offset):
+        torch.openreg.manual_seed(3)
+        state = torch.openreg.get_rng_state()
+        assert state.numel() == 16 and state[:8].view(torch.int64).item() == 3
+        state[8:] = torch.tensor([offset], dtype=torch.int64).view(torch.uint8)
+        torch.openreg.set_rng_state(state)
+        return torch.rand(4, device="openreg").cpu()
+
+    assert torch.equal(draw_at(4), draw_at(4)) and not torch.equal(draw_at(0), draw_at(4))
+    torch.manual_seed(7)
+
     # devices=[1]: only device 1 is saved and restored; draws on device 0 stay drawn.
     with torch.random.fork_rng(devices=[1], device_type="openreg"):
         torch.randn(8, device="openreg:0")
@@ -131,6 +144,36 @@ def test_fsdp_and_device_mesh_handles_forward_to_torch_openreg():
     assert _get_device_handle("openreg") is torch.openreg
     assert _mesh_resources.num_devices_per_host("openreg") == torch.openreg.device_count()
     assert determine_local_world_size("openreg") == torch.openreg.device_count()
+
+
+def test_ddp_compression_hook_and_fsdp_decompression_run_on_openreg():
+    import torch.distributed as dist
+    from torch.distributed.algorithms._comm_hooks.default_hooks import LowPrecisionState, _decompress
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        plain = torch.nn.Linear(4, 3).to("openreg")
+        ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 3).to("openreg"))
+        ddp.module.load_state_dict(plain.state_dict())
+        ddp.register_comm_hook(None, fp16_compress_hook)
+        x = torch.randn(5, 4, device="openreg")
+        plain(x).square().sum().backward()
+        ddp(x).square().sum().backward()
+        # One rank: the hook's all-reduce returns the gradient rounded through float16.
+        want = plain.weight.grad.half().float().cpu()
+        assert torch.equal(ddp.module.weight.grad.cpu(), want)
+
+        # FSDP's low-precision hooks cast a gradient back on the device's current stream (_decompress).
+        state = LowPrecisionState(dist.group.WORLD, parameter_type=torch.float32)
+        grad = torch.randn(6, device="openreg").half()
+        want = grad.float().cpu()
+        _decompress(state, grad)
+        assert grad.dtype == torch.float32 and grad.device.type == "openreg"
+        assert torch.equal(grad.cpu(), want)
+    finally:
+        dist.destroy_process_group()
 
 
 def test_distributed_checkpoint_loader_copies_openreg_tensors_to_the_cpu_on_a_side_stream():
