@@ -83,12 +83,18 @@ def test_fork_rng_restores_every_openreg_device_and_manual_seed_seeds_them_all()
 
 
 def test_autocast_takes_cuda_dtypes_and_disables_itself_for_others():
+    from torch._functorch._aot_autograd.graph_capture_wrappers import disable_autocast
+
     a = torch.randn(4, 4, device="openreg")
     assert torch.get_autocast_dtype("openreg") == torch.float16  # CUDA's default autocast dtype
     with torch.autocast("openreg"):
         assert (a @ a).dtype == torch.float16
     with torch.autocast("openreg", dtype=torch.bfloat16):
         assert (a @ a).dtype == torch.bfloat16
+        # AOTAutograd turns autocast off on every device torch names and that has a module.
+        with disable_autocast():
+            assert not torch.is_autocast_enabled("openreg")
+        assert torch.is_autocast_enabled("openreg")
     with pytest.warns(UserWarning, match="not supported. Disabling autocast"):
         with torch.autocast("openreg", dtype=torch.float64):
             assert (a @ a).dtype == torch.float32
