@@ -5,8 +5,8 @@
 
 The file opens in Perfetto (ui.perfetto.dev) or chrome://tracing: one process per device and one thread
 (lane) per stream. Copies appear on the stream that ordered them, with their byte counts, so they need no
-lanes of their own. ``bench/python/timeline_png.py`` renders the same file to a
-PNG Gantt chart.
+lanes of their own. ``torch.openreg.viz`` draws the same file offline: a self-contained zoomable HTML
+timeline (``timeline_html``) or PNG pages with every op named (``timeline_pngs``).
 """
 
 from __future__ import annotations

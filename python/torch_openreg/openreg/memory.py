@@ -183,7 +183,8 @@ def _snapshot(device: Device = None) -> dict[str, Any]:
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
-    """Pickles ``_snapshot()`` into ``filename`` (open it at pytorch.org/memory_viz)."""
+    """Pickles ``_snapshot()`` into ``filename``; ``torch.openreg.viz.memory_html`` / ``memory_png`` (or
+    ``python -m torch_openreg.viz memory``) draw it offline."""
     with open(filename, "wb") as f:
         pickle.dump(_snapshot(), f)
 
