@@ -88,26 +88,33 @@ Registry& registry() {
   return *r;
 }
 
-// CUDA's error codes for capture errors (cudaError_t), carried by the AcceleratorError as CUDA's are.
-std::int32_t code_of(const std::string& error_name) {
-  static const std::pair<const char*, std::int32_t> codes[] = {
-      {"cudaErrorIllegalState", 401},           {"cudaErrorStreamCaptureUnsupported", 900},
-      {"cudaErrorStreamCaptureInvalidated", 901}, {"cudaErrorStreamCaptureMerge", 902},
-      {"cudaErrorStreamCaptureUnjoined", 904},  {"cudaErrorStreamCaptureIsolation", 905},
-      {"cudaErrorCapturedEvent", 907},          {"cudaErrorStreamCaptureWrongThread", 908}};
-  for (const auto& [name, code] : codes) {
-    if (error_name == name) return code;
-  }
-  return 900;
-}
+// A CUDA error a capture raises: its cudaError_t name and code (the AcceleratorError carries the code, as
+// CUDA's errors do) and CUDA's message.
+struct CudaError {
+  const char* name;
+  std::int32_t code;
+  const char* message;
+};
+constexpr CudaError kIllegalState{"cudaErrorIllegalState", 401, "operation not permitted when stream is capturing"};
+constexpr CudaError kUnsupported{"cudaErrorStreamCaptureUnsupported", 900,
+                                 "operation not permitted when stream is capturing"};
+constexpr CudaError kInvalidated{"cudaErrorStreamCaptureInvalidated", 901,
+                                 "operation failed due to a previous error during capture"};
+constexpr CudaError kMerge{"cudaErrorStreamCaptureMerge", 902,
+                           "operation would result in a merge of two independent capture sequences"};
+constexpr CudaError kUnjoined{"cudaErrorStreamCaptureUnjoined", 904,
+                              "capture sequence contains a fork that was not joined to the primary stream"};
+constexpr CudaError kIsolation{"cudaErrorStreamCaptureIsolation", 905,
+                               "dependency created on uncaptured work in another stream"};
+constexpr CudaError kCapturedEvent{"cudaErrorCapturedEvent", 907,
+                                   "operation not permitted on an event last recorded in a capturing stream"};
+constexpr CudaError kWrongThread{"cudaErrorStreamCaptureWrongThread", 908,
+                                 "attempt to terminate a thread-local capture sequence from another thread"};
 
-[[noreturn]] void fail(const char* error_name, const char* message, const std::string& what) {
-  throw c10::AcceleratorError({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)}, code_of(error_name),
-                              std::string("openreg error: ") + message + " (" + error_name + ": " + what + ")");
+[[noreturn]] void fail(const CudaError& error, const std::string& what) {
+  throw c10::AcceleratorError({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)}, error.code,
+                              std::string("openreg error: ") + error.message + " (" + error.name + ": " + what + ")");
 }
-
-constexpr const char* kUnsupported = "operation not permitted when stream is capturing";
-constexpr const char* kInvalidated = "operation failed due to a previous error during capture";
 
 // With the registry's mutex held: marks `session` invalid with `what` (first error wins).
 void invalidate(Session& session, const std::string& what) {
@@ -115,7 +122,7 @@ void invalidate(Session& session, const std::string& what) {
 }
 
 [[noreturn]] void fail_invalidated(const Session& session) {
-  fail("cudaErrorStreamCaptureInvalidated", kInvalidated, "the capture failed earlier: " + session.invalid);
+  fail(kInvalidated, "the capture failed earlier: " + session.invalid);
 }
 
 int lane_of(const Session& session, const sim::Stream* stream) {
@@ -154,8 +161,7 @@ std::shared_ptr<Session> begin(const OpenRegStream& origin, Mode mode, std::uint
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (r.streams.count(&origin.sim()) != 0) {
-    fail("cudaErrorIllegalState", "operation not permitted when stream is capturing",
-         "capture_begin on a stream that is already capturing");
+    fail(kIllegalState, "capture_begin on a stream that is already capturing");
   }
   auto session = std::make_shared<Session>(id, mode, origin.device_index());
   session->lanes.push_back(new_lane(origin, 0));
@@ -172,8 +178,7 @@ Captured end(const std::shared_ptr<Session>& session, const OpenRegStream& strea
   TORCH_CHECK(&session->lanes[0].stream.sim() == &stream.sim(),
               "Capture must end on the same stream it began on.");
   if (session->mode == Mode::kThreadLocal && session->thread != std::this_thread::get_id()) {
-    fail("cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread",
-         "capture_end on another thread than capture_begin");
+    fail(kWrongThread, "capture_end on another thread than capture_begin");
   }
   // Which forked lane is not joined back into the origin (its last node not known done there).
   int unjoined = -1;
@@ -198,8 +203,7 @@ Captured end(const std::shared_ptr<Session>& session, const OpenRegStream& strea
   active_captures().fetch_sub(1, std::memory_order_release);
   if (!session->invalid.empty()) fail_invalidated(*session);
   if (unjoined >= 0) {
-    fail("cudaErrorStreamCaptureUnjoined", "capture sequence contains a fork that was not joined to the primary stream",
-         "the work of stream " + std::to_string(session->lanes[static_cast<std::size_t>(unjoined)].stream.id()) +
+    fail(kUnjoined, "the work of stream " + std::to_string(session->lanes[static_cast<std::size_t>(unjoined)].stream.id()) +
              " was not waited for by the capturing stream before capture_end");
   }
   Captured out;
@@ -308,19 +312,17 @@ bool wait_event(const std::shared_ptr<sim::Event>& event, const OpenRegStream& s
     if (waiter == nullptr) return false;  // neither side captures: an ordinary wait
     if (!event->recorded()) return true;  // waiting on a never-recorded event is a no-op, as on CUDA
     invalidate(*waiter, "a capturing stream waited on an event recorded outside the capture");
-    fail("cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream",
-         "a capturing stream waited on an event recorded outside the capture");
+    fail(kIsolation, "a capturing stream waited on an event recorded outside the capture");
   }
   if (waiter != nullptr && waiter != owner.get()) {
     invalidate(*waiter, "a stream of one capture waited on an event of another capture");
     invalidate(*owner, "a stream of another capture waited on one of its events");
-    fail("cudaErrorStreamCaptureMerge", "operation would result in a merge of two independent capture sequences",
-         "a stream of one capture waited on an event recorded in another capture");
+    fail(kMerge, "a stream of one capture waited on an event recorded in another capture");
   }
   if (!owner->invalid.empty()) fail_invalidated(*owner);
   if (stream.device_index() != owner->device) {
     invalidate(*owner, "a stream of another device joined the capture");
-    fail("cudaErrorStreamCaptureUnsupported", kUnsupported,
+    fail(kUnsupported,
          "an openreg graph captures the streams of one device; a stream of another device waited on a captured "
          "event");
   }
@@ -339,14 +341,25 @@ bool wait_event(const std::shared_ptr<sim::Event>& event, const OpenRegStream& s
   return true;
 }
 
-void check_stream_wait(const OpenRegStream& stream, const char* what) {
+namespace {
+
+// The operation `what` on `stream` cannot be part of a capture: if the stream captures, its capture is
+// invalidated (`what` + `reason`) and CUDA's unsupported-operation error raised (`what` + `detail`).
+// Called on every stream synchronize and query: nothing is built unless a capture is underway.
+void refuse_if_capturing(const OpenRegStream& stream, const char* what, const char* reason, const char* detail) {
   if (!capture_underway()) return;
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   Session* session = capturing(r, stream);
   if (session == nullptr) return;
-  invalidate(*session, std::string(what) + " during the capture");
-  fail("cudaErrorStreamCaptureUnsupported", kUnsupported, std::string(what) + " (the stream is capturing a graph)");
+  invalidate(*session, std::string(what) + reason);
+  fail(kUnsupported, std::string(what) + detail);
+}
+
+}  // namespace
+
+void check_stream_wait(const OpenRegStream& stream, const char* what) {
+  refuse_if_capturing(stream, what, " during the capture", " (the stream is capturing a graph)");
 }
 
 void check_event_wait(const sim::Event* event, const char* what) {
@@ -358,8 +371,7 @@ void check_event_wait(const sim::Event* event, const char* what) {
   auto owner = it->second.session.lock();
   if (owner == nullptr) return;
   invalidate(*owner, std::string(what) + " of an event recorded in the capture");
-  fail("cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream",
-       std::string(what) + " of an event recorded in a graph capture");
+  fail(kCapturedEvent, std::string(what) + " of an event recorded in a graph capture");
 }
 
 void check_device_sync(const char* what) {
@@ -374,20 +386,14 @@ void check_device_sync(const char* what) {
                          (session->mode == Mode::kThreadLocal && session->thread == me);
     if (!refused) continue;
     invalidate(*session, std::string(what) + " during the capture");
-    fail("cudaErrorStreamCaptureUnsupported", kUnsupported,
+    fail(kUnsupported,
          std::string(what) + " while a graph capture is underway (capture_error_mode \"" +
              (session->mode == Mode::kGlobal ? "global" : "thread_local") + "\")");
   }
 }
 
 void check_not_capturing(const OpenRegStream& stream, const char* what) {
-  if (!capture_underway()) return;
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  Session* session = capturing(r, stream);
-  if (session == nullptr) return;
-  invalidate(*session, std::string(what) + " on a capturing stream");
-  fail("cudaErrorStreamCaptureUnsupported", kUnsupported, std::string(what) + " cannot be captured by an openreg graph");
+  refuse_if_capturing(stream, what, " on a capturing stream", " cannot be captured by an openreg graph");
 }
 
 Executable::Executable(const Captured& captured, std::uint64_t graph_id) : captured_(captured) {

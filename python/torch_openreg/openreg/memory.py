@@ -260,10 +260,10 @@ class MemPool:
             raise ValueError("openreg MemPool: use_on_oom is not supported")
         _lazy_init()
         from ._device import current_device
+        from .graphs import graph_pool_handle  # MemPool ids and pool handles share one counter
 
         self._device = current_device()
-        handle = _C._graph_pool_handle()
-        self._id: tuple[int, int] = (int(handle[0]), int(handle[1]))
+        self._id: tuple[int, int] = graph_pool_handle()
         _C._mempool_create(self._device, self._id)
         self._released = False
 
