@@ -12,7 +12,7 @@ SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CCACHE_BASEDIR   ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= true
 
-APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev clang-tidy valgrind gdb
+APT_PACKAGES := g++ ninja-build ccache libtbb-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev clang-tidy valgrind gdb iproute2
 PIP_PACKAGES := torch==2.13.0 pytest numpy matplotlib expecttest ruff mypy
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
