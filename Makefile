@@ -126,7 +126,8 @@ demo: build
 sim-demo: build
 	$(BUILD_DIR)/sim/overlap_demo
 
-bench: build
+# The benchmarks; model_speed_bench.py (tiny Hugging Face models) runs with the ecosystem venv's Python.
+bench: deps-ecosystem
 	@mkdir -p $(RESULTS_DIR)
 	@for b in $(BUILD_DIR)/bench/*_bench; do \
 	  echo "== $$b"; \
@@ -142,15 +143,17 @@ bench: build
 	$(PYTHON) bench/python/allreduce_bench.py --json $(RESULTS_DIR)/allreduce_bench.json
 	$(PYTHON) bench/python/interrupt_bench.py --out $(RESULTS_DIR)/interrupt_bench.json
 	$(PYTHON) bench/python/graph_bench.py --out $(RESULTS_DIR)/graph_bench.json
+	$(ECO_VENV)/bin/python bench/python/model_speed_bench.py --out $(RESULTS_DIR)/model_speed_bench.json
 
 # The OpInfo sweep at PyTorch's test depth (every op, dtype and variant against the CPU; make test runs a
 # subset): prints a table and writes the report with every failure.
 opinfo-sweep: build
 	$(PYTHON) bench/python/opinfo_sweep.py --report $(RESULTS_DIR)/opinfo_sweep.json
 
-# The long concurrency stress run (make test runs a short one).
+# The long concurrency stress run and the exit test 40 times per program (make test runs short ones).
 stress: build
 	$(PYTHON) bench/python/stress.py --threads 4 --seconds 120
+	CLEAN_EXIT_RUNS=40 $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_clean_exit.py
 
 # The sim's stress test STRESS_RUNS times beside a CPU hog per core; a run that passes 120 s is a hang:
 # its threads' stacks go to $(BUILD_DIR)/stress-hang-stacks.txt. (It hung in 3 of 4 such runs on

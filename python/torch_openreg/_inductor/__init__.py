@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from torch._inductor.codecache import CppPythonBindingsCodeCache
+from torch._inductor.async_compile import AsyncCompile, get_compile_threads
+from torch._inductor.codecache import CppPythonBindingsCodeCache, LambdaFuture
 from torch._inductor.codegen.common import (
     DeviceOpOverrides,
     register_backend_for_device,
@@ -48,14 +49,14 @@ class OpenRegCppBindings(CppPythonBindingsCodeCache):
     stream instead of running it (Note [Compiled kernels are stream work items])."""
 
     cache: dict[str, Any] = {}  # not shared with CPU kernels' bindings (different entry code)
-    # The parsed arguments, as a tuple, go to the launcher; OPENREG_KERNEL_NAME is defined per kernel
-    # (openreg_cpp_pybinding).
-    call_entry_function = "openreg_compiled::enqueue(OPENREG_KERNEL_NAME, std::make_tuple({})); Py_RETURN_NONE;"
+    # The parsed arguments, in the kernel's own struct (openreg_compiled::Args, written per kernel by
+    # _kernel_args_struct), go to the launcher; OPENREG_KERNEL_NAME is defined per kernel too.
+    call_entry_function = ("openreg_compiled::enqueue(OPENREG_KERNEL_NAME, new openreg_compiled::Args{{{}}}); "
+                           "Py_RETURN_NONE;")
     # Formatted by Inductor with str.format: braces are doubled.
     extra_parse_arg = """
+        #include <memory>
         #include <stdexcept>
-        #include <tuple>
-        #include <utility>
         namespace openreg_compiled {{
         using Launcher = void (*)(void (*)(void*), void*, void (*)(void*), const char*);
         static Launcher launcher() {{
@@ -66,23 +67,58 @@ class OpenRegCppBindings(CppPythonBindingsCodeCache):
             }}();
             return fn;
         }}
-        template <typename Args> static void enqueue(const char* name, Args args) {{
+        static void enqueue(const char* name, Args* parsed) {{
+            std::unique_ptr<Args> owned(parsed);
             Launcher launch = launcher();
             // Owned by the launcher from here: freed after the kernel ran, or if it never runs.
-            auto* owned = new Args(std::move(args));
-            launch([](void* p) {{ std::apply([](auto... a) {{ kernel(a...); }}, *static_cast<Args*>(p)); }},
-                   owned, [](void* p) {{ delete static_cast<Args*>(p); }}, name);
+            launch(&run, owned.release(), [](void* p) {{ delete static_cast<Args*>(p); }}, name);
         }}
         }}  // namespace openreg_compiled
     """
 
 
+# Note [A compiled kernel's arguments are a struct]
+# A queued kernel keeps its parsed arguments until a device thread runs it. They live in a struct
+# written for the kernel from its argument types (one field per argument, the types Inductor's
+# parse_arg gives them) with a function that calls the kernel with its fields. A generic container
+# would be shorter to write but not to compile: a std::tuple of the arguments, unpacked by std::apply,
+# made GCC take minutes over a compiled AdamW step, whose one kernel takes 224 pointers (every
+# parameter, gradient and moment); the struct compiles in the time of the kernel alone.
+def _kernel_args_struct(argtypes: list[str]) -> str:
+    """The C++ of openreg_compiled::Args and openreg_compiled::run for a kernel taking `argtypes`."""
+    fields = "".join(f"    {t.replace('const ', '')} a{i};\n" for i, t in enumerate(argtypes))
+    call = ", ".join(f"s.a{i}" for i in range(len(argtypes)))
+    return (
+        "namespace openreg_compiled {\n"
+        f"struct Args {{\n{fields}}};\n"
+        f"static void run(void* p) {{\n    const Args& s = *static_cast<const Args*>(p);\n    kernel({call});\n}}\n"
+        "}  // namespace openreg_compiled\n"
+    )
+
+
+# Note [Compiled kernels build in Inductor's workers]
+# Inductor compiles the C++ kernels of a graph in its pool of compile workers (config.compile_threads,
+# from the machine's cores) while the generated wrapper module loads: each kernel's definition is a
+# future, compiled in a worker, and `async_compile.wait(globals())` at the end of the module loads the
+# built libraries. An openreg kernel differs from a CPU kernel only in its entry's text, so it takes the
+# same path: the worker runs the compiler on the source (a function of the text and flags alone), and
+# the main process loads the library and binds the entry. With one compile thread (the user's choice,
+# or a one-core machine) both compile on the calling thread.
+
+
 def openreg_cpp_pybinding(kernel_name: str, argtypes: list[str], source_code: str) -> Any:
-    """What the generated wrapper calls, for openreg kernels, instead of async_compile.cpp_pybinding."""
+    """What the generated wrapper calls, for openreg kernels, instead of async_compile.cpp_pybinding.
+
+    As for CPU kernels, the kernel is compiled in Inductor's compile workers when it has more than one
+    (Note [Compiled kernels build in Inductor's workers]): the wrapper module gets a future, which the
+    ``async_compile.wait(globals())`` at its end replaces with the loaded entry.
+    """
     if not kernel_name.isidentifier():
         raise ValueError(f"unexpected Inductor kernel name {kernel_name!r}")
-    source = f'#define OPENREG_KERNEL_NAME "{kernel_name}"\n{source_code}'
-    return OpenRegCppBindings.load_pybinding(argtypes, source)
+    source = f'#define OPENREG_KERNEL_NAME "{kernel_name}"\n{source_code}\n{_kernel_args_struct(argtypes)}'
+    if get_compile_threads() <= 1:
+        return OpenRegCppBindings.load_pybinding(argtypes, source)
+    return LambdaFuture(OpenRegCppBindings.load_pybinding_async(argtypes, source, submit_fn=AsyncCompile.submit))
 
 
 class OpenRegCppScheduling(CppScheduling):
