@@ -140,6 +140,7 @@ bench: deps-ecosystem
 	$(PYTHON) bench/python/memory_bench.py --out $(RESULTS_DIR)/memory_bench.json
 	$(PYTHON) bench/python/host_path_callgrind.py --out $(RESULTS_DIR)/host_path_callgrind.json
 	$(PYTHON) bench/python/compile_bench.py --json $(RESULTS_DIR)/compile_bench.json
+	$(PYTHON) bench/python/compile_time_bench.py --out $(RESULTS_DIR)/compile_time_bench.json
 	$(PYTHON) bench/python/allreduce_bench.py --json $(RESULTS_DIR)/allreduce_bench.json
 	$(PYTHON) bench/python/interrupt_bench.py --out $(RESULTS_DIR)/interrupt_bench.json
 	$(PYTHON) bench/python/graph_bench.py --out $(RESULTS_DIR)/graph_bench.json

@@ -163,9 +163,6 @@ def _tensors(o):
 # half inputs, where CPU returns half: openreg matches CUDA there.
 CUDA_DTYPE_DIFFERS_FROM_CPU = {"native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
                                "_batch_norm_with_update"}
-# Ops whose aten kernel for devices other than CPU/CUDA is a composite decomposition (native_group_norm's
-# math_group_norm), which handles types CPU's fused kernel does not.
-COMPOSITE_OFF_CPU = {"native_group_norm", "nn.functional.group_norm"}
 
 
 def _first_samples(dtype):
@@ -211,7 +208,7 @@ def test_opinfo_sweep_raises_at_the_call_or_returns_what_cpu_returns(dtype):
                 continue
             except Exception:  # noqa: BLE001 - data-dependent errors surface at the sync, as on CUDA
                 continue
-            if isinstance(cpu_error, NotImplementedError) and dev_error is None and op.name not in COMPOSITE_OFF_CPU:
+            if isinstance(cpu_error, NotImplementedError) and dev_error is None:
                 problems.append(f"{name}: CPU refuses ({cpu_error}) but openreg returned")
             if cpu_error is None and dev_error is None and op.name not in CUDA_DTYPE_DIFFERS_FROM_CPU:
                 a, b = _tensors(cpu), _tensors(res)

@@ -442,3 +442,31 @@ def test_a_gpt2_training_step_is_sized_in_timing_only_execution(run_python, chec
     assert 8 * first["params"] < first["peak"] < 80 << 30
     too_big = run_json(run_python, check_ok, GPT2_STEP.replace("int(sys.argv[1])", "96"), env=env)
     assert "out of memory" in too_big["oom"].lower()
+
+
+def test_attention_backward_is_costed_from_its_query_key_and_value(run_python, check_ok):
+    # Cross attention (L=1024 queries over S=4096 keys, compute-bound on the h100 profile): the backward's
+    # matmuls are twice the forward's. Its first argument is grad_out, so costing it from arguments 0-2
+    # like the forward took (grad_out, query, key) for (q, k, v): S read as L, a quarter of the FLOPs.
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        q = torch.randn(2, 4, 1024, 64, device="openreg")
+        k = torch.randn(2, 4, 4096, 64, device="openreg")
+        v = torch.randn(2, 4, 4096, 64, device="openreg")
+        ops = torch.ops.aten
+        def compute(fn):
+            torch.openreg.synchronize()
+            with torch.openreg.timing.region(0) as r:
+                result = fn()
+            return result, r.devices[0].compute
+        (o, lse), forward = compute(lambda: ops._scaled_dot_product_flash_attention_for_cpu(q, k, v))
+        _, backward = compute(lambda: ops._scaled_dot_product_flash_attention_for_cpu_backward(
+            torch.ones_like(o), q, k, v, o, lse, 0.0, False))
+        print(json.dumps({"forward": forward, "backward": backward}))
+        """,
+        env={"OPENREG_EXECUTE": "timing"},
+    )
+    assert out["backward"] == pytest.approx(2 * out["forward"], rel=0.1)

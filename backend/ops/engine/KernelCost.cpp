@@ -88,11 +88,13 @@ bool matrix_work(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::Ar
   }
   if (name.rfind("aten::_scaled_dot_product_", 0) == 0 || name.rfind("aten::_flash_attention", 0) == 0 ||
       name.rfind("aten::_efficient_attention", 0) == 0) {
-    const at::Tensor* q = at(0);
-    const at::Tensor* k = at(1);
-    const at::Tensor* v = at(2);
-    if (q == nullptr || k == nullptr || v == nullptr || q->dim() < 3 || k->dim() < 3 || v->dim() < 3) return false;
+    // A backward takes grad_out first, then query, key and value.
     const bool backward = name.find("backward") != std::string_view::npos;
+    const std::size_t first = backward ? 1 : 0;
+    const at::Tensor* q = at(first);
+    const at::Tensor* k = at(first + 1);
+    const at::Tensor* v = at(first + 2);
+    if (q == nullptr || k == nullptr || v == nullptr || q->dim() < 3 || k->dim() < 3 || v->dim() < 3) return false;
     // q (.., L, E), k (.., S, E), v (.., S, Ev): q k^T and p v, each 2 L S E per batch-head; backward
     // does twice the forward's matmuls.
     double batch = 1;

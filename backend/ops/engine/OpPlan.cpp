@@ -170,7 +170,7 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   plan->mask_dependent = policy.data_dependent_with_mask;
   if (policy.data_dependent || policy.shape_pass_disagrees) plan->sync_only = true;
   if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) plan->sync_only = true;
-  if (!plan->sync_only) plan->out_op = find_out_variant(op, *plan);
+  if (!plan->sync_only && !policy.out_kernel_differs) plan->out_op = find_out_variant(op, *plan);
   plan->meta_in_python = !plan->sync_only && meta_kernel_in_python(op);
   plan->checks_on_cpu = !plan->sync_only && policy.checks_on_cpu;
   if (policy.makes_quantized) {

@@ -21,6 +21,7 @@ enum class Rule : std::uint8_t {
   kChecksOnCpu,
   kDataDependentWithMask,
   kFunctionalKernel,
+  kOutKernelDiffers,
 };
 
 struct PolicyEntry {
@@ -97,6 +98,20 @@ constexpr PolicyEntry kOpPolicies[] = {
     // out= kernel, which runs it again: the warning came twice more than on CPU. An overload name
     // (here and only here) names the overload to register.
     {"aten::index.Tensor", Rule::kFunctionalKernel},
+    // Ops with a CompositeExplicitAutograd kernel, which PyTorch picks for PrivateUse1 over the engine's
+    // fallback: a decomposition into other ops, where CPU and CUDA run a kernel of their own. Its values
+    // differ from CPU's (float16/bfloat16 layer and group norms and addr round differently), and layer
+    // norm's decomposition reached batch norm's out= kernel (below). The engine runs CPU's kernel.
+    {"aten::native_layer_norm", Rule::kFunctionalKernel},
+    {"aten::native_group_norm", Rule::kFunctionalKernel},
+    {"aten::addr", Rule::kFunctionalKernel},
+    {"aten::addr.out", Rule::kFunctionalKernel},
+    // CPU's out= kernels of training-mode batch norm compute wrong values for an input that is neither
+    // contiguous nor channels-last (save_mean left unwritten, the output normalized with it; their
+    // functional kernels are right): the work item runs the functional kernel and copies its results.
+    {"aten::native_batch_norm", Rule::kOutKernelDiffers},
+    {"aten::_native_batch_norm_legit", Rule::kOutKernelDiffers},
+    {"aten::_batch_norm_with_update", Rule::kOutKernelDiffers},
 };
 
 // CPU's kernels reject writes that partially overlap an input or that land twice on one element
@@ -135,6 +150,7 @@ bool OpPolicy::*flag_of(Rule rule) {
     case Rule::kMakesSparse: return &OpPolicy::makes_sparse;
     case Rule::kChecksOnCpu: return &OpPolicy::checks_on_cpu;
     case Rule::kDataDependentWithMask: return &OpPolicy::data_dependent_with_mask;
+    case Rule::kOutKernelDiffers: return &OpPolicy::out_kernel_differs;
     case Rule::kShapePassDisagreesUnlessArg:
     case Rule::kFunctionalKernel:
       break;

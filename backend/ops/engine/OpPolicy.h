@@ -18,8 +18,11 @@
 //    indices (index.Tensor: its tag says dynamic shape for every call): only calls with a mask take
 //    the sync path, as CUDA syncs only for them.
 //  - kFunctionalKernel: the engine registers the op's functional overload itself, so the op does not
-//    reach the device through PyTorch's composite of its out= kernel (which differs from CPU: a
-//    spurious resize warning); see the table.
+//    reach the device through a PyTorch composite that differs from CPU: of its out= kernel (a
+//    spurious resize warning), or a decomposition into other ops (values rounded differently); see the
+//    table.
+//  - kOutKernelDiffers: CPU's out= kernel computes other values than its functional kernel for some
+//    inputs (a PyTorch bug): work items run the functional kernel and copy its results.
 // This header also decides, per call, which path a call takes (takes_sync_path).
 //
 // Thread-safety: all functions are pure; callable from any thread.
@@ -44,6 +47,7 @@ struct OpPolicy {
   bool makes_sparse = false;     //!< listed as kMakesSparse
   bool checks_on_cpu = false;    //!< listed as kChecksOnCpu
   bool data_dependent_with_mask = false;  //!< listed as kDataDependentWithMask
+  bool out_kernel_differs = false;        //!< listed as kOutKernelDiffers
 };
 
 //! The policy of `op` (its schema tags and the table).
