@@ -19,6 +19,12 @@ def _register_dynamo() -> None:
     _dynamo_interface.register()
 
 
+def _mark_constants() -> None:
+    from torch_openreg import _dynamo_interface
+
+    _dynamo_interface.mark_constants()
+
+
 def _register_inductor() -> None:
     from torch_openreg import _inductor
 
@@ -29,6 +35,8 @@ def _register_inductor() -> None:
 # lowers a graph), not from inside torch._dynamo's import, which would be a circular import.
 _TARGETS = {
     "torch._dynamo.device_interface": _register_dynamo,
+    # The package itself, once its whole __init__ ran (its decorators need the loaded package).
+    "torch._dynamo": _mark_constants,
     "torch._inductor.graph": _register_inductor,
 }
 

@@ -99,3 +99,11 @@ def register() -> None:
     register_interface_for_device("openreg", OpenRegInterface)
     for index in range(_openreg.device_count()):
         register_interface_for_device(f"openreg:{index}", OpenRegInterface)
+
+
+def mark_constants() -> None:
+    """Run once torch._dynamo has loaded. Dynamo folds torch.cuda.is_available() to a constant (it is in
+    its own list of such functions); torch.openreg.is_available() is not in that list, and Dynamo stepped
+    into it and broke the graph at the C++ binding behind it. Its answer is fixed for the life of the
+    process (the device count is read once, at startup), so it is a constant for compiled code too."""
+    torch.compiler.assume_constant_result(_openreg.is_available)

@@ -224,14 +224,23 @@ def test_dynamo_device_interface_answers_like_torch_openreg():
 
 def test_compiled_code_looks_up_the_device_module_as_eager_code_does():
     # Dynamo evaluates torch.get_device_module at trace time (handle_get_device_module): the lookup is
-    # no graph break. (torch.openreg.is_available() itself does break the graph where
-    # torch.cuda.is_available() is constant-folded: see the doc's "differs" row.)
+    # no graph break.
     def fn(x):
         return x + 1 if torch.get_device_module("openreg") is torch.openreg else x - 1
 
     compiled = torch.compile(fn, backend="eager", fullgraph=True)
     x = torch.zeros(2, device="openreg")
     assert torch.equal(compiled(x).cpu(), torch.ones(2))
+
+
+def test_compiled_code_folds_is_available_as_it_folds_cudas():
+    # Dynamo folds torch.cuda.is_available() to a constant; torch.openreg.is_available() broke the graph
+    # at its C++ binding (fullgraph=True raised Unsupported) until openreg marked it constant.
+    def fn(x):
+        return x + 1 if torch.openreg.is_available() and torch.accelerator.is_available() else x - 1
+
+    compiled = torch.compile(fn, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(torch.zeros(2, device="openreg")).cpu(), torch.ones(2))
 
 
 # -- attention: reads no device module; SDPA's backend choice on openreg ---------------------------------
