@@ -105,6 +105,10 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     activities_.clear();
     activities_.reserve(2 * records_.size());  // an item and its launch: no reallocation, see below
     std::set<std::pair<int, std::int64_t>> lanes;
+    // One flow (launch -> item) per launch, as CUPTI gives every cudaLaunchKernel a correlation id of its
+    // own: one CPU op may enqueue several items (a composite op, a backward node), and flows named by the
+    // op's correlation id started twice under one id, which torch reports as "duplicate flow start".
+    std::uint32_t next_flow = 0;
     for (const TraceItem& r : records_) {
       auto& a = activities_.emplace_back(std::make_unique<libkineto::GenericTraceActivity>(
           span_, activity_type_of(r), r.name));
@@ -134,7 +138,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
         launch->threadId = a->linked->getThreadId();
         launch->id = a->id;
         launch->linked = a->linked;
-        launch->flow.id = static_cast<uint32_t>(r.correlation);
+        launch->flow.id = ++next_flow;
         launch->flow.type = libkineto::kLinkAsyncCpuGpu;
         launch->flow.start = true;
         a->flow.id = launch->flow.id;
