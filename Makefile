@@ -51,7 +51,7 @@ test-cpp: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j 2
 
 # The Python suite in PYTEST_WORKERS processes (pytest-xdist): many tests wait on child interpreters,
-# so two workers keep both cores of a 2-core machine busy (21 min serial, 12 min in two, quiet).
+# so two workers keep both cores of a 2-core machine busy (21 min serially, 13.5 min in two, quiet).
 PYTEST_WORKERS ?= 2
 test-python: build
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests/python
