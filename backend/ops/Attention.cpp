@@ -37,6 +37,7 @@
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <tuple>
@@ -46,11 +47,17 @@ namespace {
 
 using sdp::SDPBackend;
 
+// The dtypes the fused path takes (Note [Fused attention on openreg]: not float64).
+constexpr auto kFusedDtypes = std::to_array<at::ScalarType>({at::kFloat, at::kBFloat16, at::kHalf});
+
+bool fused_dtype(const at::Tensor& t) {
+  return std::find(kFusedDtypes.begin(), kFusedDtypes.end(), t.scalar_type()) != kFusedDtypes.end();
+}
+
 // Whether CPU's flash kernel runs these inputs as the overrideable op promises: CPU's own conditions
 // for its flash kernel (the checks of sdp_utils_cpp.h it applies), then the op's (Note [Fused attention
 // on openreg]).
 bool fused_kernel_runs(const sdp::sdp_params& params) {
-  static constexpr auto kDtypes = std::to_array<at::ScalarType>({at::kFloat, at::kBFloat16, at::kHalf});
   const bool same_head_dim = params.query.sym_size(-1) == params.key.sym_size(-1) &&
                              params.query.sym_size(-1) == params.value.sym_size(-1);
   const bool mask_needs_grad = params.attn_mask.has_value() && params.attn_mask->defined() &&
@@ -62,7 +69,7 @@ bool fused_kernel_runs(const sdp::sdp_params& params) {
          sdp::check_attn_mask_shape(params, debug) && same_head_dim &&
          sdp::check_nonzero_sequence_lengths_dense(params, debug) &&
          sdp::check_last_dim_stride_equals_1_dense</*ignore_singleton_dim=*/false>(params, debug) &&
-         sdp::check_tensor_dtype(params, kDtypes, debug) && !mask_needs_grad;
+         sdp::check_tensor_dtype(params, kFusedDtypes, debug) && !mask_needs_grad;
 }
 
 // The _fused_sdp_choice stub for openreg. The fused kernel is enabled under either of its names:
@@ -80,13 +87,11 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   return static_cast<int64_t>(ctx.userEnabledMathSDP() ? SDPBackend::math : SDPBackend::error);
 }
 
-bool fused_dtype(const at::Tensor& t) {
-  const auto dtype = t.scalar_type();
-  return dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf;
-}
-
-// `result` in the layout of `like` (same sizes): itself where the strides already agree, else a copy.
+// `result` in the layout of `like` (same sizes), the layout empty_like(like) has: itself where the
+// strides already agree, else a copy. A dense `like` keeps its own strides under empty_like, so the
+// usual case is decided without allocating.
 at::Tensor in_layout_of(const at::Tensor& result, const at::Tensor& like) {
+  if (like.is_non_overlapping_and_dense() && result.strides() == like.strides()) return result;
   at::Tensor promised = at::empty_like(like);
   if (promised.strides() == result.strides()) return result;
   return promised.copy_(result);
@@ -104,12 +109,13 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
               " with ", query.dim(), " dimensions");
   auto [output, logsumexp] =
       at::_scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, is_causal, attn_bias, scale);
-  const auto options = query.options();
-  at::Tensor no_rng = at::empty({}, options.dtype(at::kLong));
+  // No random numbers were drawn: the philox seed and offset are placeholders (allocated, never
+  // written or read, so no work is queued for them).
+  const auto rng_options = query.options().dtype(at::kLong);
   // The sequence lengths are the inputs' (the overrideable op's max_q / max_k); no cumulative lengths,
   // since the inputs are dense.
   return {in_layout_of(output, query), logsumexp.contiguous(), at::Tensor(), at::Tensor(), query.sym_size(2),
-          key.sym_size(2), no_rng, no_rng.clone(), at::Tensor()};
+          key.sym_size(2), at::empty({}, rng_options), at::empty({}, rng_options), at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
