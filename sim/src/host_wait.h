@@ -19,6 +19,15 @@ class InterruptibleHostWait {
   bool previous_;
 };
 
+//! Counts the calling thread as asleep in a wait for device work while alive (host_threads_asleep()).
+class HostAsleep {
+ public:
+  HostAsleep() noexcept;
+  ~HostAsleep();
+  HostAsleep(const HostAsleep&) = delete;
+  HostAsleep& operator=(const HostAsleep&) = delete;
+};
+
 //! The check a sleeping wait on this thread runs now: the installed one inside an
 //! InterruptibleHostWait, else nullptr.
 HostWaitCheck host_wait_check_here() noexcept;

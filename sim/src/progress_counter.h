@@ -63,6 +63,7 @@ class ProgressCounter {
       cpu_relax();
     }
     const HostWaitCheck check = host_wait_check_here();
+    const HostAsleep asleep;  // Note [Host threads asleep]
     std::unique_lock<std::mutex> lock(mutex_);
     Waiter self{target, nullptr};
     enroll(self);

@@ -3,6 +3,7 @@
 #include "backend/runtime/Device.h"
 
 #include <openreg/sim/device.h>
+#include <openreg/sim/host_wait.h>
 
 #include <ATen/Parallel.h>
 
@@ -67,6 +68,29 @@ int machine_cores() {
   return cores;
 }
 
+// Note [The issuing host keeps a core]
+// On a GPU the host thread that issues a program's ops runs on a core of its own while the device
+// computes. Here the device computes on the host's cores, so kernels leave the issuing host one core
+// while it is awake, and take every core while it sleeps waiting for them (Note [Host threads asleep]
+// in sim/src/host_wait.cpp: a synchronize, an item(), a full launch queue). Before this, a kernel got
+// an OpenMP team of every core while the host issued the next ops: three busy threads on two cores.
+// The scheduler then preempts one team thread, and the whole team waits for it at the next barrier;
+// a host-bound program such as a model's generate() fell into a slow mode that made one process 4x
+// slower than the next. A compute-bound program is hardly affected: its host soon runs ahead and sleeps
+// on the launch queue or a synchronize, and every kernel that starts from then on gets every core.
+// Only the kernels that start while a host thread is awake run one thread short, and only for that
+// kernel (a team's size is fixed when it opens). Except a long one (kLongKernelWork, as the kernel
+// estimates its own work: a matrix product's multiply-adds): a user who times one large matmul and then
+// synchronizes starts it while the host is still awake, on its way to the wait, and one thread short it
+// would take twice as long as on CPU eager. A long kernel takes every core: the host soon sleeps, and
+// until then its burst preempts a team thread for no longer than the burst. With several host threads
+// issuing at once, one that sleeps makes the count say "asleep" for all: the budget is a hint for the
+// usual one issuing thread.
+int kernel_cores(bool outlasts_host) noexcept {
+  const int cores = machine_cores();
+  return outlasts_host || ::openreg::sim::host_threads_asleep() > 0 ? cores : std::max(1, cores - 1);
+}
+
 using SetThreadsFn = void (*)(int);
 // MKL_Set_Num_Threads_Local is the C entry point (mkl_set_num_threads_local is a macro for it; the
 // exported lowercase symbol is the Fortran one, which takes a pointer). Returns the previous value.
@@ -129,13 +153,14 @@ void set_thread_count(int n) {
 
 }  // namespace
 
-IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads)
+IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads, bool outlasts_host)
     : device_(device >= 0 && device < c10::openreg::kMaxDevices ? device : 0) {
   const int running = g_running[device_].fetch_add(1, std::memory_order_relaxed) + 1;
   // The device's cap split between its running kernels, and the machine split between the kernels and
-  // devices that share it (Note [Devices that share the cores]): the arenas share the cores
-  // elastically, so a device's cap is not its own.
-  threads_ = std::max(1, std::min(compute_threads / running, machine_cores() / machine_sharers(device_, running)));
+  // devices that share it (Note [Devices that share the cores]: the arenas share the cores
+  // elastically, so a device's cap is not its own) less the issuing host's core (Note [The issuing host
+  // keeps a core]).
+  threads_ = std::max(1, std::min(compute_threads / running, kernel_cores(outlasts_host) / machine_sharers(device_, running)));
   set_thread_count(threads_);
 }
 

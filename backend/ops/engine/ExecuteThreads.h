@@ -4,12 +4,15 @@
 
 #include <c10/macros/Macros.h>
 
+#include <cstdint>
+
 // Intra-op parallelism of kernels running on a device's compute threads.
 //
 // ATen's CPU kernels parallelize with OpenMP, whose thread count is a per-thread setting (the
 // nthreads ICV of the calling thread), and MKL likewise has a per-thread setting. A kernel that runs
-// alone may use all the device's compute threads (all cores by default); kernels running at once split
-// them, on one device (its cap) and across devices (the machine's cores, which all devices' arenas
+// alone may use all the device's compute threads (all cores by default) but the core of the issuing host
+// thread while it is awake (Note [The issuing host keeps a core] in ExecuteThreads.cpp); kernels running
+// at once split them, on one device (its cap) and across devices (the machine's cores, which all devices' arenas
 // share: Note [Elastic device concurrency]), so kernels together never oversubscribe the machine. A
 // device whose last kernel ended less than a sharing window ago still counts as sharing the machine
 // (Note [Devices that share the cores] in ops/engine/ExecuteThreads.cpp).
@@ -19,11 +22,16 @@
 
 namespace at::openreg {
 
+//! The work (multiply-adds) from which a kernel counts as long: about 3 ms on one core, longer than the
+//! issuing host's usual burst before it sleeps (Note [The issuing host keeps a core]).
+inline constexpr std::int64_t kLongKernelWork = std::int64_t{1} << 27;
+
 class OPENREG_BACKEND_API IntraOpThreadsScope {
  public:
   //! Counts this kernel as running on `device` (whose arena cap is `compute_threads`) and sets the
-  //! calling thread's OpenMP/MKL thread count to its share of the device and of the machine.
-  IntraOpThreadsScope(int device, int compute_threads);
+  //! calling thread's OpenMP/MKL thread count to its share of the device and of the machine; a kernel
+  //! that `outlasts_host` (kLongKernelWork) takes the issuing host's core too.
+  IntraOpThreadsScope(int device, int compute_threads, bool outlasts_host = false);
   ~IntraOpThreadsScope();  // uncounts the kernel
   C10_DISABLE_COPY_AND_ASSIGN(IntraOpThreadsScope);
 

@@ -150,6 +150,9 @@ struct MatmulKernel {
   bool mat2_transposed;  // mat2 is the transpose of a row-major (m, k) matrix
   bool bias_is_row;      // bias has shape (m), else (n, m)
 
+  //! Multiply-adds (Note [The issuing host keeps a core]).
+  std::int64_t work() const noexcept { return std::int64_t{n} * k * m; }
+
   void operator()() const {
     const std::int64_t n64 = n, k64 = k, m64 = m;
     at::Tensor out_t = cpu_alias(out, {n64, m64}, dtype);

@@ -43,6 +43,23 @@
 
 namespace at::openreg {
 
+//! Whether kernel type K estimates its work: `std::int64_t work() const`, in multiply-adds (a kernel
+//! that does not is sized as a short one: Note [The issuing host keeps a core] in ExecuteThreads.cpp).
+template <typename K, typename = void>
+struct HasWork : std::false_type {};
+template <typename K>
+struct HasWork<K, std::void_t<decltype(std::declval<const K&>().work())>> : std::true_type {};
+
+//! Whether `kernel` runs long enough to take every core even while the issuing host is awake.
+template <typename K>
+bool outlasts_host(const K& kernel) {
+  if constexpr (HasWork<K>::value) {
+    return kernel.work() >= kLongKernelWork;
+  } else {
+    return false;
+  }
+}
+
 //! A kernel as the stream runs it: the intra-op threads scope and the error policy around the closure.
 template <typename Kernel>
 struct LaunchedKernel {
@@ -52,7 +69,7 @@ struct LaunchedKernel {
 
   void operator()() {
     try {
-      IntraOpThreadsScope threads(device, compute_threads);
+      IntraOpThreadsScope threads(device, compute_threads, outlasts_host(kernel));
       KernelScratchScope scratch;
       kernel();
     } catch (const c10::Error& e) {

@@ -161,5 +161,23 @@ TEST_F(HostWaitTest, WithoutACheckSynchronizeWaitsForTheWork) {
   EXPECT_TRUE(ran->load());
 }
 
+TEST_F(HostWaitTest, AHostThreadCountsAsAsleepOnlyWhileItSleepsInAWait) {
+  // Note [Host threads asleep]: kernels size their thread teams by this count.
+  set_host_wait_check(nullptr);
+  EXPECT_EQ(host_threads_asleep(), 0);
+  auto s = dev.create_stream();
+  auto ran = block(*s);
+  std::thread waiter([&] { s->synchronize(); });
+  EXPECT_TRUE(test::eventually([] { return host_threads_asleep() == 1; })) << "the waiter never counted as asleep";
+  // A wait that finds its work done does not sleep and is never counted.
+  auto idle = dev.create_stream();
+  idle->synchronize();
+  EXPECT_EQ(host_threads_asleep(), 1);
+  gate.open();
+  waiter.join();
+  EXPECT_TRUE(ran->load());
+  EXPECT_EQ(host_threads_asleep(), 0);
+}
+
 }  // namespace
 }  // namespace openreg::sim

@@ -20,4 +20,9 @@ inline constexpr std::chrono::milliseconds kHostWaitCheckInterval{20};
 //! the default). Thread-safe.
 OPENREG_SIM_API void set_host_wait_check(HostWaitCheck check) noexcept;
 
+//! How many host threads sleep right now in a wait for device work (a synchronize(), an event's wait, a
+//! producer held by a full launch queue): a momentary count for sizing kernels' thread teams, not for
+//! synchronization (Note [Host threads asleep] in sim/src/host_wait.cpp).
+OPENREG_SIM_API int host_threads_asleep() noexcept;
+
 }  // namespace openreg::sim
