@@ -215,6 +215,31 @@ _HOST_CHECKED = {
         torch.tensor([True, False, True, False], device=d), torch.ones(3, device=d)),
     "masked_scatter_into_a_smaller_self": lambda d: torch.zeros(2, 1, device=d).masked_scatter_(
         torch.ones(2, 2, dtype=torch.bool, device=d), torch.ones(4, device=d)),
+    "bucketize_with_2d_boundaries": lambda d: torch.bucketize(
+        torch.zeros(3, device=d), torch.zeros(2, 2, device=d)),
+    "uniform_from_above_to": lambda d: torch.empty(4, device=d).uniform_(3, -1),
+    "logit_into_an_integer_self": lambda d: torch.ones(4, dtype=torch.long, device=d).logit_(),
+    "masked_fill_with_a_value_out_of_range": lambda d: torch.zeros(4, dtype=torch.half, device=d).masked_fill_(
+        torch.ones(4, dtype=torch.bool, device=d), 1e10),
+    "complex_of_mixed_dtypes": lambda d: torch.complex(
+        torch.zeros(3, device=d), torch.zeros(3, dtype=torch.double, device=d)),
+}
+
+# Note [out= dtypes checked at the call]: out= tensors of a dtype the op cannot write.
+_OUT_DTYPE_REFUSED = {
+    "tril": lambda d: torch.tril(torch.ones(3, 3, dtype=torch.bool, device=d), out=torch.empty(3, 3, device=d)),
+    "sort": lambda d: torch.sort(torch.ones(4, dtype=torch.bool, device=d),
+                                 out=(torch.empty(4, device=d), torch.empty(4, dtype=torch.long, device=d))),
+    "index_select": lambda d: torch.index_select(torch.ones(4, dtype=torch.bool, device=d), 0,
+                                                 torch.tensor([0, 1], device=d), out=torch.empty(2, device=d)),
+    "amax": lambda d: torch.amax(torch.ones(4, dtype=torch.bool, device=d), 0, out=torch.empty((), device=d)),
+    "cumsum": lambda d: torch.cumsum(torch.ones(4, dtype=torch.int16, device=d), 0,
+                                     out=torch.empty(4, dtype=torch.bool, device=d)),
+    "angle": lambda d: torch.angle(torch.ones(4, device=d), out=torch.empty(4, dtype=torch.long, device=d)),
+    "aminmax": lambda d: torch.aminmax(torch.ones(4, device=d),
+                                       out=(torch.empty((), dtype=torch.double, device=d),
+                                            torch.empty((), dtype=torch.double, device=d))),
+    "normal": lambda d: torch.normal(torch.zeros(4, device=d), 1.0, out=torch.empty(4, dtype=torch.long, device=d)),
 }
 
 
@@ -229,6 +254,56 @@ def test_argument_checks_cuda_makes_on_the_host_raise_at_the_call(name):
         raised.append((type(err.value), str(err.value).split("\n")[0]))
     assert raised[0] == raised[1]
     torch.openreg.synchronize()  # nothing was left on the stream to fail later
+
+
+@pytest.mark.parametrize("name", list(_OUT_DTYPE_REFUSED))
+def test_out_tensors_of_a_dtype_the_op_cannot_write_raise_at_the_call(name):
+    """Note [out= dtypes checked at the call]: CPU's (and CUDA's) error at the call; openreg raised it
+    at the next synchronize, from the device thread."""
+    raised = []
+    for device in ("cpu", "openreg"):
+        with pytest.raises(Exception) as err:
+            _OUT_DTYPE_REFUSED[name](device)
+        raised.append((type(err.value), str(err.value).split("\n")[0]))
+    assert raised[0][0] == raised[1][0]
+    # CPU's message; a dtype CPU's kernel does not support is refused by openreg's coverage check, whose
+    # message quotes CPU's.
+    assert raised[0][1] == raised[1][1] or raised[1][1].endswith("says: " + raised[0][1])
+    torch.openreg.synchronize()  # nothing was left on the stream to fail later
+
+
+def test_out_tensors_of_another_dtype_that_the_op_accepts_still_compute_as_cpu():
+    results = {}
+    for device in ("cpu", "openreg"):
+        x = torch.arange(12.0, device=device).view(3, 4).flip(1)
+        i = torch.arange(6, device=device)
+        outs = [torch.argmax(x, 1, out=torch.empty(3, dtype=torch.long, device=device)),
+                torch.lt(x, 5, out=torch.empty(3, 4, dtype=torch.bool, device=device)),
+                torch.add(i, i, out=torch.empty(6, device=device)),
+                torch.sum(i, 0, dtype=torch.float64, out=torch.empty((), dtype=torch.float64, device=device)),
+                torch.mul(i, 2, out=torch.empty(6, dtype=torch.float64, device=device))]
+        results[device] = [o.cpu() for o in outs]
+    for expected, got in zip(results["cpu"], results["openreg"]):
+        assert got.dtype == expected.dtype and torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("op", ["mv", "matmul"])
+def test_a_matrix_vector_product_resizes_a_wrong_sized_out_as_cpu(op):
+    """mv.out and matmul's out= run addmv.out with out= as its self; CPU resizes a wrong-sized out=
+    with the resize warning, where openreg raised TensorIterator's error."""
+    import warnings
+
+    results = []
+    for device in ("cpu", "openreg"):
+        m = torch.arange(15.0, device=device).view(5, 3)
+        v = torch.arange(3.0, device=device)
+        out = torch.empty(1, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            getattr(torch, op)(m, v, out=out)
+        results.append((out.cpu(), sum("resized" in str(w.message) for w in caught)))
+    assert torch.equal(results[0][0], results[1][0])
+    assert results[0][1] == results[1][1] == 1
 
 
 def test_index_put_and_masked_scatter_still_compute_as_cpu():

@@ -251,3 +251,19 @@ def test_host_side_runs_of_cpu_kernels_use_one_thread_and_restore_the_count():
     finally:
         torch.set_num_threads(previous)
         lib._destroy()
+
+
+def test_composites_that_refused_openreg_tensors_run_as_on_cpu():
+    """conj_physical_ on a complex tensor failed with an internal assert (its composite calls a
+    DispatchStub with no openreg kernel), and mode(out=) refused openreg ("only supports CPU, CUDA and
+    XPU"): the engine runs both on CPU (OpPolicy.cpp, kFunctionalKernel)."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(3, 4, dtype=torch.complex128, generator=g)
+    x = torch.randint(0, 3, (3, 5), generator=g).float()
+    got_z = z.to("openreg").conj_physical_()
+    values = torch.empty(0, device="openreg")
+    indices = torch.empty(0, dtype=torch.long, device="openreg")
+    torch.mode(x.to("openreg"), 1, out=(values, indices))
+    assert torch.equal(got_z.cpu(), z.clone().conj_physical_())
+    want = torch.mode(x, 1)
+    assert torch.equal(values.cpu(), want.values) and torch.equal(indices.cpu(), want.indices)

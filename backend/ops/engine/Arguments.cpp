@@ -93,7 +93,11 @@ const c10::Storage& AliasConverter::standin_storage(const c10::Storage& real) {
 
 at::Tensor AliasConverter::convert(const at::Tensor& t) {
   if (!t.defined() || !t.is_privateuseone()) return t;
-  return make_standin(t, standin_storage(t.storage()), target_);
+  for (const auto& [impl, standin] : tensors_) {
+    if (impl == t.unsafeGetTensorImpl()) return standin;
+  }
+  tensors_.emplace_back(t.unsafeGetTensorImpl(), make_standin(t, standin_storage(t.storage()), target_));
+  return tensors_.back().second;
 }
 
 const c10::Storage* AliasConverter::source_of(const c10::StorageImpl* standin) const {

@@ -108,7 +108,10 @@ class AliasConverter {
   explicit AliasConverter(AliasTarget target) : target_(target) {}
 
   //! The stand-in for `t`: same sizes, strides, storage offset, dtype, conj/neg bits; tensors
-  //! sharing a storage get stand-ins sharing one. Undefined and non-openreg tensors are returned as-is.
+  //! sharing a storage get stand-ins sharing one, and one tensor passed twice gets one stand-in, so a
+  //! kernel's identity checks see what the caller passed (TensorIterator refuses to resize an output
+  //! that is also an input, and tells that by identity). Undefined and non-openreg tensors are returned
+  //! as-is.
   at::Tensor convert(const at::Tensor& t);
 
   //! The openreg storage behind a stand-in storage made by this converter, or nullptr.
@@ -120,6 +123,7 @@ class AliasConverter {
   AliasTarget target_;
   // Few storages per op: a linear scan beats hashing.
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;  // (openreg, stand-in)
+  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 4> tensors_;  // (openreg, stand-in)
 };
 
 //! A warning handler that drops every warning, for kernels run on stand-ins or aliases whose warnings

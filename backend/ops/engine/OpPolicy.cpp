@@ -80,6 +80,11 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::_index_put_impl_", Rule::kChecksOnCpu},
     {"aten::masked_scatter_", Rule::kChecksOnCpu},
     {"aten::masked_scatter", Rule::kChecksOnCpu},
+    {"aten::bucketize", Rule::kChecksOnCpu},     // boundaries must be 1-d
+    {"aten::uniform_", Rule::kChecksOnCpu},      // from <= to
+    {"aten::logit_", Rule::kChecksOnCpu},        // a float result cannot be written into an integer self
+    {"aten::masked_fill_", Rule::kChecksOnCpu},  // the value must fit self's dtype
+    {"aten::complex", Rule::kChecksOnCpu},       // real and imag of one dtype
     // Data-dependent only through mask indices.
     {"aten::index", Rule::kDataDependentWithMask},
     {"aten::to_sparse", Rule::kMakesSparse},
@@ -106,6 +111,11 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::native_group_norm", Rule::kFunctionalKernel},
     {"aten::addr", Rule::kFunctionalKernel},
     {"aten::addr.out", Rule::kFunctionalKernel},
+    // Composites that refuse an openreg tensor: conj_physical_'s calls the conj DispatchStub, which has
+    // no PrivateUse1 kernel (an internal assert for complex self), and mode.values' accepts only CPU,
+    // CUDA and XPU tensors. The engine runs them on CPU, where they work.
+    {"aten::conj_physical_", Rule::kFunctionalKernel},
+    {"aten::mode.values", Rule::kFunctionalKernel},
     // CPU's out= kernels of training-mode batch norm compute wrong values for an input that is neither
     // contiguous nor channels-last (save_mean left unwritten, the output normalized with it; their
     // functional kernels are right): the work item runs the functional kernel and copies its results.

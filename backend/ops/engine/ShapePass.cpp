@@ -10,6 +10,7 @@
 #include <ATen/core/stack.h>
 
 #include <exception>
+#include <optional>
 #include <vector>
 
 namespace at::openreg {
@@ -38,6 +39,52 @@ bool shape_pass_on_cpu(const OpPlan& plan) {
   // program in that mode runs no kernel at all.
   return (plan.meta_in_python || plan.checks_on_cpu) && !(plan.random && plan.generator_arg < 0) &&
          !timing_only_on();
+}
+
+// Note [out= dtypes checked at the call]
+// CPU's out= kernels refuse an out= tensor of a dtype they cannot write (tril.out into a float tensor
+// for a bool input: "Expected out tensor to have dtype bool"; sort, index_select, cumsum, amax, ...)
+// at the call, and so does CUDA; their Meta kernels check only shapes, so openreg raised these errors
+// at the next synchronize. So a call that writes an out= tensor of a dtype other than its first
+// input's takes its shape pass from CPU's kernel on scratch (an argmax into int64 as well: the pass is
+// cached per signature, so it runs once per dtype combination, not per call). If CPU refuses, the call
+// takes the sync path, which runs CPU's kernel on the real data: CPU's error at the call, or, should
+// zeros alone have provoked the refusal, CPU's result.
+bool out_dtype_differs(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  if (!plan.writes) return false;
+  std::optional<c10::ScalarType> input;
+  for (size_t i = 0; i < args.size() && !input; ++i) {
+    if (plan.args[i].written) continue;
+    for_each_tensor(args[i], plan.args[i].kind, [&](const at::Tensor& t, TensorPosition) {
+      if (t.defined() && !input) input = t.scalar_type();
+    });
+  }
+  if (!input) return false;
+  bool differs = false;
+  for (size_t i = plan.inplace ? 1 : 0; i < args.size(); ++i) {
+    if (!plan.args[i].written) continue;
+    for_each_tensor(args[i], plan.args[i].kind, [&](const at::Tensor& t, TensorPosition) {
+      differs = differs || (t.defined() && t.scalar_type() != *input);
+    });
+  }
+  return differs;
+}
+
+//! Whether an out= argument (a written one other than an in-place op's self) shares memory with an
+//! argument the op reads (Note [In-place ops keep self's shape]).
+bool writes_into_an_input(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+  if (!plan.writes) return false;
+  for (size_t i = plan.inplace ? 1 : 0; i < args.size(); ++i) {
+    if (!plan.args[i].written || !args[i].isTensor() || !args[i].toTensor().defined()) continue;
+    const at::Tensor& out = args[i].toTensor();
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (j != i && !plan.args[j].written && args[j].isTensor() && args[j].toTensor().defined() &&
+          args[j].toTensor().is_alias_of(out)) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 //! Runs `op` with dispatch key `key` on the stand-ins `conv` makes of `args`; they stay in `standins`,
@@ -75,7 +122,12 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
   std::vector<c10::IValue> standins;
   torch::jit::Stack results;
   bool ran = false;
-  if (shape_pass_on_cpu(plan)) {
+  // Note [out= dtypes checked at the call] and Note [In-place ops keep self's shape]; random ops
+  // without a Generator argument keep the Meta kernel (CPU's would draw from CPU's global generator), as
+  // timing-only execution does.
+  const bool cpu_decides = !(plan.random && plan.generator_arg < 0) && !timing_only_on() &&
+                           (out_dtype_differs(plan, args) || writes_into_an_input(plan, args));
+  if (shape_pass_on_cpu(plan) || cpu_decides) {
     // Note [Host-side checks at the call]
     // CUDA checks some ops' arguments on the host before it launches anything (index_put's indices
     // must broadcast together and the value to the indexing result; masked_scatter's mask and self
@@ -87,6 +139,7 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
     AliasConverter scratch(AliasTarget::kCpuScratch);
     ran = run_on_standins(op, plan, args, scratch, c10::DispatchKey::CPU, &standins, &results,
                           /*rethrow=*/plan.checks_on_cpu);
+    if (!ran && cpu_decides) return std::nullopt;  // the sync path: CPU decides on the real data
   }
   if (!ran) {
     AliasConverter meta(AliasTarget::kMeta);
@@ -101,19 +154,18 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
   // call when the broadcast shape differs. Some Meta kernels (floor_divide_'s, and out= kernels
   // whose output aliases an input) resize instead, with the out= resize warning, and the device would
   // follow them. The pass's stand-ins tell: a written argument whose shape changed and that is self
-  // of an in-place op or aliases a read argument gets CPU's error here, before anything is queued.
+  // of an in-place op gets CPU's error here, before anything is queued. An out= argument that is also
+  // read is TensorIterator's error on CPU (ldexp_ is ldexp.out(self, other, out=self)), but other
+  // kernels resize it (mv.out and matmul's out= reach addmv.out with out= as its self, which CPU
+  // resizes with the warning): for such calls CPU's kernel on scratch is the shape pass
+  // (writes_into_an_input), and its error or resize is CPU's.
   for (size_t i = 0; i < plan.args.size(); ++i) {
     if (!plan.args[i].written || !args[i].isTensor() || !standins[i].isTensor()) continue;
     const at::Tensor& out = args[i].toTensor();
     const at::Tensor& like = standins[i].toTensor();
     if (!out.defined() || !like.defined() || out.sizes() == like.sizes()) continue;
-    bool read_too = plan.inplace && i == 0;
-    for (size_t j = 0; j < plan.args.size() && !read_too; ++j) {
-      if (j != i && !plan.args[j].written && args[j].isTensor() && args[j].toTensor().defined()) {
-        read_too = args[j].toTensor().is_alias_of(out);
-      }
-    }
-    TORCH_CHECK(!read_too, "output with shape ", out.sizes(), " doesn't match the broadcast shape ", like.sizes());
+    TORCH_CHECK(!(plan.inplace && i == 0), "output with shape ", out.sizes(), " doesn't match the broadcast shape ",
+                like.sizes());
   }
   *resized = adopt_written_geometry(plan, args, standins);
 
