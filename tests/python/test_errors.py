@@ -223,6 +223,9 @@ _HOST_CHECKED = {
         torch.ones(4, dtype=torch.bool, device=d), 1e10),
     "complex_of_mixed_dtypes": lambda d: torch.complex(
         torch.zeros(3, device=d), torch.zeros(3, dtype=torch.double, device=d)),
+    "group_norm_of_a_non_contiguous_input": lambda d: torch.native_group_norm(
+        torch.zeros(4, 6, 5, device=d).transpose(0, 2), None, None, 5, 6, 4, 1, 1e-5),
+    "addr_into_a_0d_self": lambda d: torch.zeros((), device=d).addr_(torch.ones(2, device=d), torch.ones(3, device=d)),
 }
 
 # Note [out= dtypes checked at the call]: out= tensors of a dtype the op cannot write.
@@ -239,6 +242,11 @@ _OUT_DTYPE_REFUSED = {
     "aminmax": lambda d: torch.aminmax(torch.ones(4, device=d),
                                        out=(torch.empty((), dtype=torch.double, device=d),
                                             torch.empty((), dtype=torch.double, device=d))),
+    "angle_into_its_input_dtype": lambda d: torch.angle(torch.ones(4, dtype=torch.long, device=d),
+                                                        out=torch.empty(4, dtype=torch.long, device=d)),
+    "isin_into_float": lambda d: torch.isin(torch.ones(4, device=d), torch.ones(2, device=d),
+                                            out=torch.empty(4, device=d)),
+    "all_into_float": lambda d: torch.all(torch.ones((), device=d), 0, keepdim=True, out=torch.empty((), device=d)),
     "normal": lambda d: torch.normal(torch.zeros(4, device=d), 1.0, out=torch.empty(4, dtype=torch.long, device=d)),
 }
 

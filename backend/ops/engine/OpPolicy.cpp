@@ -85,6 +85,12 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::logit_", Rule::kChecksOnCpu},        // a float result cannot be written into an integer self
     {"aten::masked_fill_", Rule::kChecksOnCpu},  // the value must fit self's dtype
     {"aten::complex", Rule::kChecksOnCpu},       // real and imag of one dtype
+    {"aten::angle", Rule::kChecksOnCpu},         // an integer out= cannot take angle's float result
+    {"aten::isin", Rule::kChecksOnCpu},          // out= must be bool
+    {"aten::all", Rule::kChecksOnCpu},           // out= must be bool (or uint8 for a uint8 input)
+    {"aten::any", Rule::kChecksOnCpu},           // likewise
+    {"aten::native_group_norm", Rule::kChecksOnCpu},  // input contiguous in its memory format
+    {"aten::addr_", Rule::kChecksOnCpu},         // self must be 2-d
     // Data-dependent only through mask indices.
     {"aten::index", Rule::kDataDependentWithMask},
     {"aten::to_sparse", Rule::kMakesSparse},
@@ -111,6 +117,7 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::native_group_norm", Rule::kFunctionalKernel},
     {"aten::addr", Rule::kFunctionalKernel},
     {"aten::addr.out", Rule::kFunctionalKernel},
+    {"aten::addr_", Rule::kFunctionalKernel},
     // Composites that refuse an openreg tensor: conj_physical_'s calls the conj DispatchStub, which has
     // no PrivateUse1 kernel (an internal assert for complex self), and mode.values' accepts only CPU,
     // CUDA and XPU tensors. The engine runs them on CPU, where they work.
