@@ -98,7 +98,8 @@ void run_nested_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
       return moved(t, c10::Device(c10::kCPU));
     }));
   }
-  TORCH_INTERNAL_ASSERT(device.has_value(), schema.name(), ": reached openreg's nested kernel with no openreg tensor or device");
+  TORCH_INTERNAL_ASSERT(device.has_value(), schema.name(),
+                        ": reached openreg's nested kernel with no openreg tensor or device");
   const std::vector<c10::IValue> host_args(host.begin(), host.end());  // share the tensors the op writes
   op.callBoxed(&host);
 
@@ -109,9 +110,8 @@ void run_nested_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
       copy_back(originals[i].toTensor(), host_args[i].toTensor());
     }
   }
-  const torch::jit::Stack& results = host;
   torch::jit::drop(*stack, n);
-  for (size_t j = 0; j < results.size(); ++j) {
+  for (size_t j = 0; j < host.size(); ++j) {
     const auto* alias = schema.returns()[j].alias_info();
     if (alias != nullptr && alias->isWrite()) {
       // The written argument with the same alias set.
@@ -124,8 +124,8 @@ void run_nested_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
       }
       continue;
     }
-    stack->push_back(results_to_device ? map_tensors(results[j], [&](const at::Tensor& t) { return moved(t, *device); })
-                                       : results[j]);
+    stack->push_back(results_to_device ? map_tensors(host[j], [&](const at::Tensor& t) { return moved(t, *device); })
+                                       : host[j]);
   }
 }
 

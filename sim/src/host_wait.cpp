@@ -14,7 +14,6 @@
 // The scope is a thread-local flag rather than a parameter so that the sim's public headers (and with
 // them every backend translation unit) do not change for it; it nests (each scope restores the flag).
 
-
 // Note [Host threads asleep]
 // A program's host thread issues work while the device runs it, so on a machine of N cores the device
 // kernels should leave the host one core while it issues, and may take all N while it sleeps waiting

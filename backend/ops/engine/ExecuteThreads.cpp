@@ -160,7 +160,8 @@ IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads, bool o
   // devices that share it (Note [Devices that share the cores]: the arenas share the cores
   // elastically, so a device's cap is not its own) less the issuing host's core (Note [The issuing host
   // keeps a core]).
-  threads_ = std::max(1, std::min(compute_threads / running, kernel_cores(outlasts_host) / machine_sharers(device_, running)));
+  threads_ = std::max(
+      1, std::min(compute_threads / running, kernel_cores(outlasts_host) / machine_sharers(device_, running)));
   set_thread_count(threads_);
 }
 

@@ -159,13 +159,11 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
   // kernels resize it (mv.out and matmul's out= reach addmv.out with out= as its self, which CPU
   // resizes with the warning): for such calls CPU's kernel on scratch is the shape pass
   // (writes_into_an_input), and its error or resize is CPU's.
-  for (size_t i = 0; i < plan.args.size(); ++i) {
-    if (!plan.args[i].written || !args[i].isTensor() || !standins[i].isTensor()) continue;
-    const at::Tensor& out = args[i].toTensor();
-    const at::Tensor& like = standins[i].toTensor();
-    if (!out.defined() || !like.defined() || out.sizes() == like.sizes()) continue;
-    TORCH_CHECK(!(plan.inplace && i == 0), "output with shape ", out.sizes(), " doesn't match the broadcast shape ",
-                like.sizes());
+  if (plan.inplace && args[0].isTensor() && standins[0].isTensor()) {
+    const at::Tensor& self = args[0].toTensor();
+    const at::Tensor& like = standins[0].toTensor();
+    TORCH_CHECK(!self.defined() || !like.defined() || self.sizes() == like.sizes(), "output with shape ",
+                self.sizes(), " doesn't match the broadcast shape ", like.sizes());
   }
   *resized = adopt_written_geometry(plan, args, standins);
 
