@@ -587,3 +587,24 @@ def test_indexing_through_a_uint8_mask_warns_as_often_as_on_cpu():
         torch.openreg.synchronize()
         counts.append((len(read), len(written), y.cpu().tolist(), x.cpu().tolist()))
     assert counts[0] == counts[1] == (1, 1, [0.0, 2.0], [7.0, 1.0, 8.0, 3.0])
+
+
+@pytest.mark.parametrize("out", [None, "c", "f"])
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_lu_solve_from_the_right_in_complex_is_not_conjugated(out, adjoint):
+    """CPU's linalg_lu_solve with left=False flips its output's conj bit instead of conjugating the data;
+    run through a CPU alias the flip was lost and openreg returned the conjugate, silently (Note [Kernels
+    that flip a conj bit])."""
+    torch.manual_seed(0)
+    lu, pivots = torch.linalg.lu_factor(torch.randn(3, 3, dtype=torch.complex128))
+    b = torch.randn(2, 3, dtype=torch.complex128)
+    expected = torch.linalg.lu_solve(lu, pivots, b, left=False, adjoint=adjoint)
+    args = (lu.to("openreg"), pivots.to("openreg"), b.to("openreg"))
+    if out is None:
+        got = torch.linalg.lu_solve(*args, left=False, adjoint=adjoint)
+    else:
+        got = torch.empty(2, 3, dtype=torch.complex128, device="openreg")
+        if out == "f":
+            got = torch.empty(3, 2, dtype=torch.complex128, device="openreg").mT
+        torch.linalg.lu_solve(*args, left=False, adjoint=adjoint, out=got)
+    torch.testing.assert_close(got.cpu().resolve_conj(), expected.resolve_conj(), rtol=0, atol=1e-12)

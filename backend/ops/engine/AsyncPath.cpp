@@ -12,6 +12,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <memory>
@@ -156,6 +157,40 @@ struct Recipes {
   }
 };
 
+// Note [Kernels that flip a conj bit]
+// CPU's linalg_lu_solve with left=False solves the adjoint system in its output's memory and then flips
+// the output tensor's conj bit rather than conjugating the data: memory and bit are right only
+// together (CPU hands back a tensor with is_conj() set). The work item's kernel writes through CPU
+// aliases, whose bits nobody reads afterwards, so openreg returned the conjugate, silently. A kernel
+// that flips a written tensor's conj or neg bit therefore has the flip applied to the memory, where it
+// stays with the tensor's value: the result reads as CPU's does (without the bit, as any copy of it).
+class BitWatch {
+ public:
+  void watch(const at::Tensor& t) {
+    if (t.defined() && (t.is_complex() || t.is_neg() || t.is_conj())) watched_.push_back({t, t.is_conj(), t.is_neg()});
+  }
+  void settle() const {
+    for (const auto& w : watched_) {
+      if (w.tensor.is_conj() != w.conj) {
+        w.tensor._set_conj(w.conj);
+        w.tensor.conj_physical_();  // the memory gets the conjugation the bit had claimed
+      }
+      if (w.tensor.is_neg() != w.neg) {
+        w.tensor._set_neg(w.neg);
+        w.tensor.neg_();
+      }
+    }
+  }
+
+ private:
+  struct Watched {
+    at::Tensor tensor;
+    bool conj;
+    bool neg;
+  };
+  c10::SmallVector<Watched, 2> watched_;
+};
+
 // A pointer, a vector, a pointer and a seed: it travels inline in the stream's task (Note [Launching a
 // kernel on a stream]).
 struct OpWorkItem {
@@ -201,12 +236,15 @@ struct OpWorkItem {
       // The out= kernel gets its own TensorImpls over the outputs' memory: a failed resize leaves its
       // tensors claiming the failed size, and the functional path below must not inherit that.
       Stack out_stack = stack;
+      BitWatch bits;
       for (const auto& t : fresh) {
         out_stack.push_back(at::Tensor(t.unsafeGetTensorImpl()->shallow_copy_and_detach(
             c10::VariableVersion(/*version=*/0), /*allow_tensor_metadata_change=*/true)));
+        bits.watch(out_stack.back().toTensor());
       }
       try {
         plan->out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &out_stack);
+        bits.settle();
         done = true;
       } catch (const c10::Error&) {
         // Relaxed: a hint read by later items; a stale read only costs one more attempt.
@@ -214,7 +252,12 @@ struct OpWorkItem {
       }
     }
     if (!done) {
+      BitWatch bits;
+      for (size_t i = 0; i < n; ++i) {
+        if (plan->args[i].written && stack[i].isTensor()) bits.watch(stack[i].toTensor());
+      }
       plan->op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+      bits.settle();
       size_t f = 0;
       for (size_t j = 0; j < plan->returns.size(); ++j) {
         const auto& r = plan->returns[j];
