@@ -32,8 +32,8 @@ bool is_sparse_layout(const c10::IValue& v) {
 }
 
 [[noreturn]] void refuse_sparse_op(const char* what) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, what, " is not supported on openreg: openreg has no sparse tensors, only dense ",
-                              "(strided) ones");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, what, " is not supported on openreg for this layout: openreg has dense "
+                              "(strided) and sparse COO tensors, no sparse compressed ones (CSR, CSC, BSR, BSC)");
 }
 
 [[noreturn]] void refuse_quantized(const char* what) {
@@ -229,13 +229,9 @@ bool check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::A
 
 namespace {
 
-// Tensors with these layouts/types carry the SparsePrivateUse1 / QuantizedPrivateUse1 keys, so every
+// Tensors with these layouts/types carry the SparseCsrPrivateUse1 / QuantizedPrivateUse1 keys, so every
 // op on them (and every factory making them on openreg) lands here instead of the dense fallback.
-void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().operator_name(),
-                              "' with sparse tensors on openreg: openreg supports only dense (strided) tensors");
-}
-
+// (Sparse COO tensors have kernels of their own: Note [Sparse COO on openreg] in ops/Sparse.cpp.)
 void refuse_sparse_csr(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().operator_name(),
                               "' with sparse compressed tensors on openreg: openreg supports only dense (strided) "
@@ -248,10 +244,6 @@ void refuse_quantized_tensor(const c10::OperatorHandle& op, torch::jit::Stack*) 
 }
 
 }  // namespace
-
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
-}
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse_csr>());

@@ -38,7 +38,7 @@ enum class Coverage : std::uint8_t {
   kRuns,
   kNoCpuKernel,     //!< no CPU kernel (nor a composite one CPU inherits) to run
   kMakesQuantized,  //!< makes quantized tensors (OpPolicy.h): openreg has none
-  kMakesSparse,     //!< makes sparse tensors (OpPolicy.h): openreg has none
+  kMakesSparse,     //!< makes sparse compressed tensors (OpPolicy.h): openreg has none
 };
 
 //! How one return value relates to the arguments.

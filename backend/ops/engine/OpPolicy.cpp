@@ -93,10 +93,20 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::addr_", Rule::kChecksOnCpu},         // self must be 2-d
     // Data-dependent only through mask indices.
     {"aten::index", Rule::kDataDependentWithMask},
-    {"aten::to_sparse", Rule::kMakesSparse},
-    {"aten::_to_sparse", Rule::kMakesSparse},
-    {"aten::_sparse_", Rule::kMakesSparse},
-    {"aten::sparse_", Rule::kMakesSparse},
+    // Ops that make sparse compressed tensors from dense ones (sparse COO has kernels of its own, Note
+    // [Sparse COO on openreg]: _to_sparse has a PrivateUse1 kernel, and COO factories dispatch to
+    // SparsePrivateUse1).
+    {"aten::_to_sparse_", Rule::kMakesSparse},
+    {"aten::_sparse_compressed", Rule::kMakesSparse},
+    {"aten::_sparse_csr", Rule::kMakesSparse},
+    {"aten::_sparse_csc", Rule::kMakesSparse},
+    {"aten::_sparse_bsr", Rule::kMakesSparse},
+    {"aten::_sparse_bsc", Rule::kMakesSparse},
+    {"aten::sparse_compressed", Rule::kMakesSparse},
+    {"aten::sparse_csr", Rule::kMakesSparse},
+    {"aten::sparse_csc", Rule::kMakesSparse},
+    {"aten::sparse_bsr", Rule::kMakesSparse},
+    {"aten::sparse_bsc", Rule::kMakesSparse},
     // Structured ops without a kernel of ours reach the device through PyTorch's
     // CompositeExplicitAutogradNonFunctional wrapper, which calls the out= kernel with an output of the
     // final (reduced) shape. These ops' out= kernels first resize it to the unreduced shape, which
