@@ -31,6 +31,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
 #include <ATen/native/SparseTensorUtils.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
 #include <ATen/ops/cat.h>
@@ -53,7 +54,19 @@ namespace {
 
 // --- bookkeeping: ATen's device-generic kernels --------------------------------------------------------
 
+//! The openreg device a call's arguments name: its first openreg tensor's, or a Device argument's.
+std::optional<c10::Device> device_of_call(c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& a : args) {
+    if (a.isTensor() && a.toTensor().defined() && a.toTensor().is_privateuseone()) return a.toTensor().device();
+    if (a.isDevice() && a.toDevice().is_privateuseone()) return a.toDevice();
+  }
+  return std::nullopt;
+}
+
 void generic_sparse_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // A new SparseTensorImpl starts with empty indices and values on the current device; ATen's registered
+  // wrappers for SparseCUDA make the call's device current first (device_guard), SparseMeta's do not.
+  c10::OptionalDeviceGuard guard(device_of_call(torch::jit::last(*stack, op.schema().arguments().size())));
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::SparseMeta), stack);
 }
 
@@ -191,6 +204,7 @@ using Attempt = std::optional<at::Tensor> (*)(Args);
 template <Attempt attempt>
 void try_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
+  c10::OptionalDeviceGuard guard(device_of_call(torch::jit::last(*stack, n)));
   std::optional<at::Tensor> result = attempt(torch::jit::last(*stack, n));
   if (!result) return run_on_host(op, stack);
   torch::jit::drop(*stack, n);
