@@ -81,7 +81,9 @@ constexpr std::string_view kGenericOps[] = {
 // --- asynchronous kernels from dense openreg ops --------------------------------------------------------
 
 bool is_openreg_sparse(const at::Tensor& t) { return t.defined() && t.is_sparse() && t.is_privateuseone(); }
-bool is_openreg_dense(const at::Tensor& t) { return t.defined() && t.layout() == c10::kStrided && t.is_privateuseone(); }
+bool is_openreg_dense(const at::Tensor& t) {
+  return t.defined() && t.layout() == c10::kStrided && t.is_privateuseone();
+}
 
 //! The sparse dimensions' index rows of `s`, as index_put_ and index take them.
 c10::List<std::optional<at::Tensor>> index_rows(const at::Tensor& s) {

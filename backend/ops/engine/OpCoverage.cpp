@@ -234,8 +234,8 @@ namespace {
 // (Sparse COO tensors have kernels of their own: Note [Sparse COO on openreg] in ops/Sparse.cpp.)
 void refuse_sparse_csr(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().operator_name(),
-                              "' with sparse compressed tensors on openreg: openreg supports only dense (strided) "
-                              "tensors");
+                              "' with sparse compressed tensors on openreg: openreg has dense (strided) and sparse "
+                              "COO tensors, no sparse compressed ones (CSR, CSC, BSR, BSC)");
 }
 
 void refuse_quantized_tensor(const c10::OperatorHandle& op, torch::jit::Stack*) {
