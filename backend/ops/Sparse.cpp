@@ -195,7 +195,7 @@ std::optional<at::Tensor> sparse_mask(const at::Tensor& self, const at::Tensor& 
     return std::nullopt;
   }
   const at::Tensor values = self.index(index_rows(mask));
-  return make_sparse(mask, mask._indices(), values, mask.is_coalesced());
+  return make_sparse(mask, mask._indices().clone(), values, mask.is_coalesced());
 }
 
 // --- the boxed wrappers: a kernel above, or the host -------------------------------------------------
@@ -245,7 +245,7 @@ std::optional<at::Tensor> sparse_mask_kernel(Args a) { return sparse_mask(arg(a,
 std::optional<at::Tensor> clone_kernel(Args a) {
   const at::Tensor& self = arg(a, 0);
   const auto format = a[1].toOptional<c10::MemoryFormat>();
-  if (!is_openreg_sparse(self) || (format.has_value() && *format != c10::MemoryFormat::Preserve)) return std::nullopt;
+  if (!is_openreg_sparse(self) || format.has_value()) return std::nullopt;  // CPU refuses any format
   return make_sparse(self, self._indices().clone(), self._values().clone(), self.is_coalesced());
 }
 

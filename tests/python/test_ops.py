@@ -608,3 +608,22 @@ def test_lu_solve_from_the_right_in_complex_is_not_conjugated(out, adjoint):
             got = torch.empty(3, 2, dtype=torch.complex128, device="openreg").mT
         torch.linalg.lu_solve(*args, left=False, adjoint=adjoint, out=got)
     torch.testing.assert_close(got.cpu().resolve_conj(), expected.resolve_conj(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda d: torch.ones(1, device=d).std(), lambda d: torch.ones(2, 1, device=d).var(dim=1)],
+    ids=["std", "var"],
+)
+def test_an_ops_warning_comes_at_every_call_as_on_cpu(call):
+    """The warning came from the shape pass, which a repeated signature skips (its outcome was cached):
+    "degrees of freedom is <= 0" came at the first call only (Note [Warnings of a cached shape pass])."""
+    counts = []
+    for device in ("cpu", "openreg"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                call(device)
+            torch.openreg.synchronize()
+        counts.append([str(w.message) for w in caught])
+    assert len(counts[0]) == 3 and counts[1] == counts[0]

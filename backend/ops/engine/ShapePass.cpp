@@ -114,11 +114,36 @@ bool run_on_standins(const c10::OperatorHandle& op, const OpPlan& plan, c10::Arr
   return true;
 }
 
+// Note [Warnings of a cached shape pass]
+// CPU and CUDA raise an op's argument warnings on the host at every call ("std(): degrees of freedom is
+// <= 0", every time the program asks for it). On openreg those warnings come from the shape pass, the
+// only place the op's host-side code runs on the calling thread (the device's run of the CPU kernel
+// raises them again on a device thread, where they are dropped as the duplicates they are). A cached
+// pass does not run, so its warnings came at the first call of each signature only. So a pass that
+// warned is not cached: each such call runs it again, and it warns as CPU's kernel does, every time for
+// a TORCH_WARN and once per process for a TORCH_WARN_ONCE (which a replay of recorded warnings would
+// repeat). Warnings are rare, so the cost is the pass on the few calls that warn.
+class NoticingWarnings final : public c10::WarningHandler {
+ public:
+  NoticingWarnings() : next_(c10::WarningUtils::get_warning_handler()) {}
+  void process(const c10::Warning& warning) override {
+    warned_ = true;
+    next_->process(warning);
+  }
+  bool warned() const { return warned_; }
+
+ private:
+  c10::WarningHandler* next_;
+  bool warned_ = false;
+};
+
 //! Runs the shape pass (Meta kernel, or CPU on scratch: Note [Meta kernels written in Python]) on
 //! stand-ins of `args`; nullopt when it fails. Resizes out= arguments the way the pass resized their
-//! stand-ins (`resized` tells whether any was).
+//! stand-ins (`resized` tells whether any was; `warned`, whether the pass raised a warning).
 std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const OpPlan& plan,
-                                    c10::ArrayRef<c10::IValue> args, bool* resized) {
+                                    c10::ArrayRef<c10::IValue> args, bool* resized, bool* warned) {
+  NoticingWarnings noticing;
+  c10::WarningUtils::WarningHandlerGuard warning_guard(&noticing);
   std::vector<c10::IValue> standins;
   torch::jit::Stack results;
   bool ran = false;
@@ -166,6 +191,7 @@ std::optional<MetaOutcome> run_shape_pass(const c10::OperatorHandle& op, const O
                 self.sizes(), " doesn't match the broadcast shape ", like.sizes());
   }
   *resized = adopt_written_geometry(plan, args, standins);
+  *warned = noticing.warned();
 
   MetaOutcome outcome;
   outcome.returns.resize(plan.returns.size());
@@ -207,10 +233,14 @@ const MetaOutcome* output_geometry(const c10::OperatorHandle& op, const OpPlan& 
                                    ShapeLookup& lookup, std::optional<MetaOutcome>& computed) {
   if (lookup.hit_ != nullptr) return lookup.hit_;
   bool resized = false;
-  computed = run_shape_pass(op, plan, args, &resized);
+  bool warned = false;
+  computed = run_shape_pass(op, plan, args, &resized, &warned);
   if (!computed) return nullptr;
   // A resizing call changes its own signature (the out= tensor's shape): nothing to reuse.
-  if (lookup.cacheable_ && lookup.may_store_ && !resized) store_meta_outcome(*lookup.signature_, *computed);
+  // A pass that warned runs again next time (Note [Warnings of a cached shape pass]).
+  if (lookup.cacheable_ && lookup.may_store_ && !resized && !warned) {
+    store_meta_outcome(*lookup.signature_, *computed);
+  }
   return &*computed;
 }
 
