@@ -381,6 +381,13 @@ def out_checks(op, sample, dsample, random: bool, checker: Checker, index: int) 
         if err is not None:
             expect_same_error(err, lambda: op(dsample.input, *dsample.args, **dsample.kwargs, out=dout), "out=")
             return
+        if not random:
+            try:
+                compare(out, expected, what="CPU's out", device="cpu")
+            except AssertionError:
+                # CPU's out= kernel disagrees with its own functional result (fft.ihfftn over one dim
+                # writes uninitialized values): the CPU fails here, so it gives no reference.
+                raise SkipCheck from None
         if random:
             torch.manual_seed(0)
         returned = op(dsample.input, *dsample.args, **dsample.kwargs, out=dout)
