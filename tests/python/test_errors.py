@@ -326,3 +326,36 @@ def test_index_put_and_masked_scatter_still_compute_as_cpu():
             expected = (x.clone(), y.clone())
         else:
             assert torch.equal(x.cpu(), expected[0]) and torch.equal(y.cpu(), expected[1])
+
+
+MULTINOMIAL_ERRORS = {
+    "more samples than categories without replacement": lambda d: torch.multinomial(torch.ones(3, device=d), 5),
+    "no samples": lambda d: torch.multinomial(torch.ones(3, device=d), 0),
+    "integer probabilities": lambda d: torch.multinomial(torch.ones(3, dtype=torch.long, device=d), 1),
+    "negative probability": lambda d: torch.multinomial(torch.tensor([1.0, -1.0], device=d), 1),
+    "zero sum": lambda d: torch.multinomial(torch.zeros(2, 3, device=d), 2),
+    "nan": lambda d: torch.multinomial(torch.tensor([1.0, float("nan")], device=d), 1, replacement=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MULTINOMIAL_ERRORS))
+def test_multinomial_checks_raise_at_the_call_as_on_cpu(name):
+    """Host-side checks of CPU's and CUDA's multinomial (the .item() reads that validate the distribution
+    when it draws without replacement or one sample) arrived at the next synchronize."""
+    with pytest.raises(RuntimeError) as expected:
+        MULTINOMIAL_ERRORS[name]("cpu")
+    with pytest.raises(RuntimeError) as got:
+        MULTINOMIAL_ERRORS[name]("openreg")
+    assert str(got.value).split("\n")[0] == str(expected.value).split("\n")[0]
+    torch.openreg.synchronize()  # nothing left to fail later
+
+
+def test_multinomial_with_replacement_stays_asynchronous():
+    probs = torch.ones(2, 4, device="openreg")
+    torch.openreg.synchronize()
+    torch.openreg.set_sync_debug_mode("error")
+    try:
+        samples = torch.multinomial(probs, 3, replacement=True)
+    finally:
+        torch.openreg.set_sync_debug_mode(0)
+    assert samples.shape == (2, 3) and bool(((samples >= 0) & (samples < 4)).all())

@@ -42,6 +42,9 @@ enum class Coverage : std::uint8_t {
 };
 
 //! How one return value relates to the arguments.
+//! A predicate on a call's arguments (OpPolicy.h, kReadsDataOnHostWhen).
+using HostReadsData = bool (*)(c10::ArrayRef<c10::IValue> args);
+
 enum class ReturnKind : std::uint8_t {
   kFresh,       //!< a new tensor (or Tensor[]): allocated on the device before the kernel runs
   kWrittenArg,  //!< the written argument `arg` itself (in-place / out=)
@@ -93,6 +96,8 @@ struct OpPlan {
   //! Index of a bool argument without which the shape pass disagrees with CPU (batch norm's
   //! `training`: OpPolicy.h), or -1.
   int shape_pass_valid_if_arg = -1;
+  //! Calls for which this says true take the sync path (OpPolicy.h, kReadsDataOnHostWhen).
+  HostReadsData host_reads_data = nullptr;
   //! Whether the op can run on openreg at all (checked at every call, before anything is queued).
   Coverage coverage = Coverage::kRuns;
 };

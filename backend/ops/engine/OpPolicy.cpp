@@ -22,6 +22,7 @@ enum class Rule : std::uint8_t {
   kDataDependentWithMask,
   kFunctionalKernel,
   kOutKernelDiffers,
+  kReadsDataOnHostWhen,
 };
 
 struct PolicyEntry {
@@ -30,7 +31,16 @@ struct PolicyEntry {
   std::string_view op;
   Rule rule;
   const char* arg = nullptr;  // for kShapePassDisagreesUnlessArg
+  HostReadsData when = nullptr;  // for kReadsDataOnHostWhen
 };
+
+// multinomial's host code (CPU's and CUDA's alike) reads the distribution with .item() to validate it
+// ("invalid multinomial distribution") when it draws without replacement or a single sample, and
+// rejects a non-float input or a sample count below 1 before anything runs. Drawing several samples
+// with replacement validates on the device (CUDA's device-side assert): asynchronous.
+bool multinomial_reads_data(c10::ArrayRef<c10::IValue> args) {
+  return !args[2].toBool() || args[1].toInt() <= 1 || !c10::isFloatingType(args[0].toTensor().scalar_type());
+}
 
 bool by_prefix(Rule rule) { return rule == Rule::kMakesQuantized || rule == Rule::kMakesSparse; }
 
@@ -139,6 +149,9 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::native_batch_norm", Rule::kOutKernelDiffers},
     {"aten::_native_batch_norm_legit", Rule::kOutKernelDiffers},
     {"aten::_batch_norm_with_update", Rule::kOutKernelDiffers},
+    // Host code that reads the data for some arguments: those calls take the sync path, where CPU's
+    // kernel raises its errors at the call, as CUDA's host code does.
+    {"aten::multinomial", Rule::kReadsDataOnHostWhen, nullptr, &multinomial_reads_data},
 };
 
 // CPU's kernels reject writes that partially overlap an input or that land twice on one element
@@ -179,6 +192,7 @@ bool OpPolicy::*flag_of(Rule rule) {
     case Rule::kDataDependentWithMask: return &OpPolicy::data_dependent_with_mask;
     case Rule::kOutKernelDiffers: return &OpPolicy::out_kernel_differs;
     case Rule::kShapePassDisagreesUnlessArg:
+    case Rule::kReadsDataOnHostWhen:
     case Rule::kFunctionalKernel:
       break;
   }
@@ -198,6 +212,8 @@ OpPolicy policy_of(const c10::OperatorHandle& op) {
       policy.*flag = true;
     } else if (entry.rule == Rule::kShapePassDisagreesUnlessArg) {
       policy.shape_pass_valid_if_arg = entry.arg;
+    } else if (entry.rule == Rule::kReadsDataOnHostWhen) {
+      policy.host_reads_data = entry.when;
     }  // kFunctionalKernel is a registration, not a per-call rule (ops_run_functionally)
   }
   return policy;
@@ -230,6 +246,7 @@ bool takes_sync_path(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (plan.sync_only) return true;
   if ((plan.checks_on_cpu || plan.mask_dependent) && has_mask_index(plan, args)) return true;
   if (plan.shape_pass_valid_if_arg >= 0 && !args[plan.shape_pass_valid_if_arg].toBool()) return true;
+  if (plan.host_reads_data != nullptr && plan.host_reads_data(args)) return true;
   return needs_cpu_overlap_rules(plan, args);
 }
 

@@ -23,6 +23,8 @@
 //    table.
 //  - kOutKernelDiffers: CPU's out= kernel computes other values than its functional kernel for some
 //    inputs (a PyTorch bug): work items run the functional kernel and copy its results.
+//  - kReadsDataOnHostWhen: for the arguments its predicate names, the op's host code (CUDA's too)
+//    reads the data to validate it (multinomial without replacement): those calls take the sync path.
 // This header also decides, per call, which path a call takes (takes_sync_path).
 //
 // Thread-safety: all functions are pure; callable from any thread.
@@ -48,6 +50,7 @@ struct OpPolicy {
   bool checks_on_cpu = false;    //!< listed as kChecksOnCpu
   bool data_dependent_with_mask = false;  //!< listed as kDataDependentWithMask
   bool out_kernel_differs = false;        //!< listed as kOutKernelDiffers
+  HostReadsData host_reads_data = nullptr;  //!< listed as kReadsDataOnHostWhen: its predicate
 };
 
 //! The policy of `op` (its schema tags and the table).
