@@ -359,3 +359,28 @@ def test_multinomial_with_replacement_stays_asynchronous():
     finally:
         torch.openreg.set_sync_debug_mode(0)
     assert samples.shape == (2, 3) and bool(((samples >= 0) & (samples < 4)).all())
+
+
+AT_THE_CALL = {
+    # The composite of all/any over a list of dims copied into out= without CPU's bool check.
+    "all(dim=()) into a float out=": lambda d: torch.all(
+        torch.tensor(1.0, device=d), dim=(), out=torch.empty((), device=d)
+    ),
+    "any(dim=(0,)) into a float out=": lambda d: torch.any(
+        torch.ones(3, device=d), dim=(0,), out=torch.empty((), device=d)
+    ),
+    # CUDA reads a device value with .item(): a value that does not fit self's dtype fails at the call.
+    "masked_fill_ with a device value that overflows": lambda d: torch.zeros(
+        3, dtype=torch.int8, device=d
+    ).masked_fill_(torch.tensor([True, False, True], device=d), torch.tensor(1000.0, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_THE_CALL))
+def test_errors_cpu_raises_at_the_call_come_at_the_call(name):
+    with pytest.raises(RuntimeError) as expected:
+        AT_THE_CALL[name]("cpu")
+    with pytest.raises(RuntimeError) as got:
+        AT_THE_CALL[name]("openreg")
+    assert str(got.value).split("\n")[0] == str(expected.value).split("\n")[0]
+    torch.openreg.synchronize()  # nothing left to fail later

@@ -38,6 +38,12 @@ struct PolicyEntry {
 // ("invalid multinomial distribution") when it draws without replacement or a single sample, and
 // rejects a non-float input or a sample count below 1 before anything runs. Drawing several samples
 // with replacement validates on the device (CUDA's device-side assert): asynchronous.
+// masked_fill_ with a 0-d device tensor as its value reads it with .item() on CUDA (so a value that
+// does not fit self's dtype is an error at the call).
+bool masked_fill_reads_value(c10::ArrayRef<c10::IValue> args) {
+  return args[2].isTensor() && args[2].toTensor().is_privateuseone();
+}
+
 bool multinomial_reads_data(c10::ArrayRef<c10::IValue> args) {
   return !args[2].toBool() || args[1].toInt() <= 1 || !c10::isFloatingType(args[0].toTensor().scalar_type());
 }
@@ -138,6 +144,16 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::addr", Rule::kFunctionalKernel},
     {"aten::addr.out", Rule::kFunctionalKernel},
     {"aten::addr_", Rule::kFunctionalKernel},
+    // all/any over a list of dims (dim=() included) and their out= overloads: the composite copies into
+    // out= without CPU's check that out= is bool ("all only supports bool tensor for result"). _stack
+    // and linalg__powsum have CPU kernels of their own beside their composites too.
+    {"aten::all.dims", Rule::kFunctionalKernel},
+    {"aten::all.dims_out", Rule::kFunctionalKernel},
+    {"aten::any.dims", Rule::kFunctionalKernel},
+    {"aten::any.dims_out", Rule::kFunctionalKernel},
+    {"aten::_stack", Rule::kFunctionalKernel},
+    {"aten::_stack.out", Rule::kFunctionalKernel},
+    {"aten::linalg__powsum", Rule::kFunctionalKernel},
     // Composites that refuse an openreg tensor: conj_physical_'s calls the conj DispatchStub, which has
     // no PrivateUse1 kernel (an internal assert for complex self), and mode.values' accepts only CPU,
     // CUDA and XPU tensors. The engine runs them on CPU, where they work.
@@ -152,6 +168,7 @@ constexpr PolicyEntry kOpPolicies[] = {
     // Host code that reads the data for some arguments: those calls take the sync path, where CPU's
     // kernel raises its errors at the call, as CUDA's host code does.
     {"aten::multinomial", Rule::kReadsDataOnHostWhen, nullptr, &multinomial_reads_data},
+    {"aten::masked_fill_", Rule::kReadsDataOnHostWhen, nullptr, &masked_fill_reads_value},
 };
 
 // CPU's kernels reject writes that partially overlap an input or that land twice on one element
