@@ -627,3 +627,16 @@ def test_an_ops_warning_comes_at_every_call_as_on_cpu(call):
             torch.openreg.synchronize()
         counts.append([str(w.message) for w in caught])
     assert len(counts[0]) == 3 and counts[1] == counts[0]
+
+
+def test_addbmm_in_place_resizes_a_broadcasting_self_as_on_cpu():
+    """CPU's and CUDA's addbmm_ broadcast self to the product's shape and resize self to it; openreg
+    raised "output with shape [1, 5] doesn't match the broadcast shape [3, 5]" (OpPolicy.h,
+    kResizesSelfWhen)."""
+    torch.manual_seed(0)
+    self_, b1, b2 = torch.randn(1, 5), torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    expected = self_.clone().addbmm_(b1, b2, beta=0.5, alpha=2)
+    got = self_.to("openreg")
+    returned = got.addbmm_(b1.to("openreg"), b2.to("openreg"), beta=0.5, alpha=2)
+    assert returned is got and got.shape == expected.shape == (3, 5)
+    torch.testing.assert_close(got.cpu(), expected)

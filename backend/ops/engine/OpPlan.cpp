@@ -182,7 +182,8 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
     // the engine's redispatch to CPU would find.
     plan->coverage = Coverage::kNoCpuKernel;
   }
-  plan->host_reads_data = policy.host_reads_data;
+  plan->sync_when = policy.sync_when;
+  plan->resizes_self = policy.resizes_self;
   if (policy.shape_pass_valid_if_arg != nullptr) {
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       if (schema.arguments()[i].name() == policy.shape_pass_valid_if_arg) {

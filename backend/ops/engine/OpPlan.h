@@ -42,8 +42,8 @@ enum class Coverage : std::uint8_t {
 };
 
 //! How one return value relates to the arguments.
-//! A predicate on a call's arguments (OpPolicy.h, kReadsDataOnHostWhen).
-using HostReadsData = bool (*)(c10::ArrayRef<c10::IValue> args);
+//! A predicate on a call's arguments (OpPolicy.h, kReadsDataOnHostWhen and kResizesSelfWhen).
+using SyncWhen = bool (*)(c10::ArrayRef<c10::IValue> args);
 
 enum class ReturnKind : std::uint8_t {
   kFresh,       //!< a new tensor (or Tensor[]): allocated on the device before the kernel runs
@@ -97,7 +97,10 @@ struct OpPlan {
   //! `training`: OpPolicy.h), or -1.
   int shape_pass_valid_if_arg = -1;
   //! Calls for which this says true take the sync path (OpPolicy.h, kReadsDataOnHostWhen).
-  HostReadsData host_reads_data = nullptr;
+  SyncWhen sync_when = nullptr;
+  //! An in-place op whose CPU kernel may resize self (OpPolicy.h, kResizesSelfWhen): on the sync path
+  //! self's kernel gets a host copy it can resize.
+  bool resizes_self = false;
   //! Whether the op can run on openreg at all (checked at every call, before anything is queued).
   Coverage coverage = Coverage::kRuns;
 };

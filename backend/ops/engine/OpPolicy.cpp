@@ -23,6 +23,7 @@ enum class Rule : std::uint8_t {
   kFunctionalKernel,
   kOutKernelDiffers,
   kReadsDataOnHostWhen,
+  kResizesSelfWhen,
 };
 
 struct PolicyEntry {
@@ -31,7 +32,7 @@ struct PolicyEntry {
   std::string_view op;
   Rule rule;
   const char* arg = nullptr;  // for kShapePassDisagreesUnlessArg
-  HostReadsData when = nullptr;  // for kReadsDataOnHostWhen
+  SyncWhen when = nullptr;  // for kReadsDataOnHostWhen and kResizesSelfWhen
 };
 
 // multinomial's host code (CPU's and CUDA's alike) reads the distribution with .item() to validate it
@@ -42,6 +43,15 @@ struct PolicyEntry {
 // does not fit self's dtype is an error at the call).
 bool masked_fill_reads_value(c10::ArrayRef<c10::IValue> args) {
   return args[2].isTensor() && args[2].toTensor().is_privateuseone();
+}
+
+// addbmm_ (CPU's and CUDA's) broadcasts self to the product's shape and resizes self to it.
+bool addbmm_resizes_self(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& batch1 = args[1].toTensor();
+  const at::Tensor& batch2 = args[2].toTensor();
+  if (batch1.dim() != 3 || batch2.dim() != 3) return false;  // the op's own error, on the usual path
+  return self.sizes() != c10::IntArrayRef({batch1.size(1), batch2.size(2)});
 }
 
 bool multinomial_reads_data(c10::ArrayRef<c10::IValue> args) {
@@ -169,6 +179,7 @@ constexpr PolicyEntry kOpPolicies[] = {
     // kernel raises its errors at the call, as CUDA's host code does.
     {"aten::multinomial", Rule::kReadsDataOnHostWhen, nullptr, &multinomial_reads_data},
     {"aten::masked_fill_", Rule::kReadsDataOnHostWhen, nullptr, &masked_fill_reads_value},
+    {"aten::addbmm_", Rule::kResizesSelfWhen, nullptr, &addbmm_resizes_self},
 };
 
 // CPU's kernels reject writes that partially overlap an input or that land twice on one element
@@ -210,6 +221,7 @@ bool OpPolicy::*flag_of(Rule rule) {
     case Rule::kOutKernelDiffers: return &OpPolicy::out_kernel_differs;
     case Rule::kShapePassDisagreesUnlessArg:
     case Rule::kReadsDataOnHostWhen:
+    case Rule::kResizesSelfWhen:
     case Rule::kFunctionalKernel:
       break;
   }
@@ -230,7 +242,10 @@ OpPolicy policy_of(const c10::OperatorHandle& op) {
     } else if (entry.rule == Rule::kShapePassDisagreesUnlessArg) {
       policy.shape_pass_valid_if_arg = entry.arg;
     } else if (entry.rule == Rule::kReadsDataOnHostWhen) {
-      policy.host_reads_data = entry.when;
+      policy.sync_when = entry.when;
+    } else if (entry.rule == Rule::kResizesSelfWhen) {
+      policy.sync_when = entry.when;
+      policy.resizes_self = true;
     }  // kFunctionalKernel is a registration, not a per-call rule (ops_run_functionally)
   }
   return policy;
@@ -263,7 +278,7 @@ bool takes_sync_path(const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
   if (plan.sync_only) return true;
   if ((plan.checks_on_cpu || plan.mask_dependent) && has_mask_index(plan, args)) return true;
   if (plan.shape_pass_valid_if_arg >= 0 && !args[plan.shape_pass_valid_if_arg].toBool()) return true;
-  if (plan.host_reads_data != nullptr && plan.host_reads_data(args)) return true;
+  if (plan.sync_when != nullptr && plan.sync_when(args)) return true;
   return needs_cpu_overlap_rules(plan, args);
 }
 

@@ -25,6 +25,9 @@
 //    inputs (a PyTorch bug): work items run the functional kernel and copy its results.
 //  - kReadsDataOnHostWhen: for the arguments its predicate names, the op's host code (CUDA's too)
 //    reads the data to validate it (multinomial without replacement): those calls take the sync path.
+//  - kResizesSelfWhen: an in-place op whose CPU and CUDA kernels resize self for the arguments its
+//    predicate names (addbmm_ of a self that broadcasts to the product's shape): those calls take the
+//    sync path, where the kernel gets a host copy of self to resize, and self takes its shape and values.
 // This header also decides, per call, which path a call takes (takes_sync_path).
 //
 // Thread-safety: all functions are pure; callable from any thread.
@@ -50,7 +53,8 @@ struct OpPolicy {
   bool checks_on_cpu = false;    //!< listed as kChecksOnCpu
   bool data_dependent_with_mask = false;  //!< listed as kDataDependentWithMask
   bool out_kernel_differs = false;        //!< listed as kOutKernelDiffers
-  HostReadsData host_reads_data = nullptr;  //!< listed as kReadsDataOnHostWhen: its predicate
+  SyncWhen sync_when = nullptr;  //!< listed as kReadsDataOnHostWhen or kResizesSelfWhen: its predicate
+  bool resizes_self = false;     //!< listed as kResizesSelfWhen
 };
 
 //! The policy of `op` (its schema tags and the table).

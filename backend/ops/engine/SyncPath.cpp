@@ -91,10 +91,14 @@ void run_sync(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Sta
   };
   for (size_t i = 0; i < n; ++i) {
     const auto& a = plan.args[i];
-    if (a.written && a.kind == ArgKind::kTensor && schema_args[i].kwarg_only() && args[i].isTensor() &&
-        args[i].toTensor().is_privateuseone() && !shares_memory_with_other_arg(i)) {
+    // An in-place op that may resize self (OpPolicy.h, kResizesSelfWhen) reads self too: its temporary
+    // starts as a copy.
+    const bool resizable_self = i == 0 && plan.inplace && plan.resizes_self;
+    if (a.written && a.kind == ArgKind::kTensor && (schema_args[i].kwarg_only() || resizable_self) &&
+        args[i].isTensor() && args[i].toTensor().is_privateuseone() && !shares_memory_with_other_arg(i)) {
       const at::Tensor& real = args[i].toTensor();
       at::Tensor temp = at::empty_strided(real.sizes(), real.strides(), real.options().device(c10::kCPU));
+      if (resizable_self) temp.copy_(cpu_alias_of(real));
       out_temps.emplace_back(i, temp);
       cpu_stack.push_back(temp);
     } else {
