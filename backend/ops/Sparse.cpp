@@ -27,14 +27,18 @@
 // Sparse compressed layouts (CSR, CSC, BSR, BSC) stay refused at the call (OpCoverage.cpp).
 
 #include "backend/ops/HostRoundTrip.h"
+#include "backend/ops/engine/OpEngine.h"
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <ATen/native/SparseTensorUtils.h>
+#include <ATen/ops/_embedding_bag_sparse_backward.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/copy_sparse_to_sparse.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/zeros.h>
@@ -303,12 +307,39 @@ const bool g_sparse_kernels_registered = [] {
 }();
 }  // namespace
 
+namespace {
+// _embedding_bag_backward has CPU and CUDA kernels that return a sparse gradient when asked
+// (nn.EmbeddingBag(sparse=True)). The engine makes dense results only, so such calls run ATen's
+// device-generic sparse backward here (index_add_ and a COO tensor over openreg memory, queued like
+// any dense op); dense ones run as every op does.
+void embedding_bag_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  auto a = torch::jit::last(*stack, op.schema().arguments().size());
+  if (!a[9].toBool()) return execute_op(op, stack);
+  const at::Tensor& indices = a[1].toTensor();
+  const at::Tensor& offsets = a[2].toTensor();
+  at::Tensor offset2bag = a[3].toTensor();
+  if (indices.numel() != 0 && offset2bag.numel() == 0) {
+    // CPU's forward leaves offset2bag empty on its fast path (sum, no per-sample weights): each index's
+    // bag is the last offset at or before it.
+    offset2bag = at::searchsorted(offsets, at::arange(indices.numel(), offsets.options()), /*out_int32=*/false,
+                                  /*right=*/true)
+                     .sub_(1);
+  }
+  at::Tensor grad = at::_embedding_bag_sparse_backward_symint(
+      a[0].toTensor(), indices, offsets, offset2bag, a[4].toTensor(), a[6].toSymInt(),
+      a[7].toBool(), a[8].toInt(), a[10].toOptional<at::Tensor>(), a[11].toInt());
+  torch::jit::drop(*stack, a.size());
+  stack->emplace_back(std::move(grad));
+}
+}  // namespace
+
 // Dense to sparse COO on the device, on the host: which elements are nonzero decides the output's size
 // (CUDA synchronizes too). to_sparse(layout=...) reaches _to_sparse as well; a compressed result is
 // refused where run_on_host would move it to the device.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_to_sparse", torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
   m.impl("_to_sparse.sparse_dim", torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+  m.impl("_embedding_bag_backward", torch::CppFunction::makeFromBoxedFunction<&embedding_bag_backward>());
 }
 
 }  // namespace at::openreg

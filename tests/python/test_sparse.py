@@ -182,6 +182,30 @@ def test_embedding_sparse_gradients_train_as_on_cpu(name):
     torch.testing.assert_close(_train("openreg", OPTIMIZERS[name]), _train("cpu", OPTIMIZERS[name]))
 
 
+def _embedding_bag_grad(device, mode, per_sample_weights, include_last_offset, padding_idx):
+    torch.manual_seed(0)
+    bag = torch.nn.EmbeddingBag(
+        10, 3, mode=mode, sparse=True, include_last_offset=include_last_offset, padding_idx=padding_idx
+    ).to(device)
+    x = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9], device=device)
+    offsets = torch.tensor([0, 4, 8] if include_last_offset else [0, 4], device=device)
+    weights = torch.rand(8, generator=torch.Generator().manual_seed(1)).to(device) if per_sample_weights else None
+    out = bag(x, offsets, per_sample_weights=weights)
+    (out * torch.arange(out.numel(), dtype=out.dtype, device=device).reshape(out.shape)).sum().backward()
+    assert bag.weight.grad.is_sparse and bag.weight.grad.device.type == device
+    return bag.weight.grad.to_dense().cpu()
+
+
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+@pytest.mark.parametrize("mode, per_sample_weights", [("sum", False), ("sum", True), ("mean", False)])
+def test_embedding_bag_sparse_gradient_matches_cpu(mode, per_sample_weights, include_last_offset, padding_idx):
+    """_embedding_bag_backward(sparse=True) made a sparse CPU result the device could not take ("copy_()
+    between dense and sparse Tensors"), reported at the next synchronize."""
+    args = (mode, per_sample_weights, include_last_offset, padding_idx)
+    torch.testing.assert_close(_embedding_bag_grad("openreg", *args), _embedding_bag_grad("cpu", *args))
+
+
 ASYNC = {
     "construct": lambda i, v, x, d: torch.sparse_coo_tensor(i, v, (2, 3)),
     "to_dense": lambda i, v, x, d: torch.sparse_coo_tensor(i, v, (2, 3)).to_dense(),
