@@ -18,6 +18,8 @@
 //                                per output row, the same products summed in the same (nnz) order as
 //                                CPU's kernel
 //      sparse_mask, clone, sum   the values gathered, copied or summed
+//    and the sparse gradients of nn.Embedding/nn.EmbeddingBag(sparse=True), which ATen builds from
+//    dense ops and these constructors (_embedding_bag_backward needs a kernel of openreg's own, below).
 //    A call these do not cover (another dtype combination, a sparse operand where a dense one is
 //    expected, a bad shape) takes the host path below, where CPU's kernel gives its result or error.
 //  - Everything else, and what needs the values to know its output's size (coalesce, to_sparse, sparse
@@ -32,16 +34,16 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/core/Tensor.h>
-#include <c10/core/DeviceGuard.h>
 #include <ATen/native/SparseTensorUtils.h>
 #include <ATen/ops/_embedding_bag_sparse_backward.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
-#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/copy_sparse_to_sparse.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/ScalarType.h>
 #include <torch/library.h>
 
@@ -62,7 +64,7 @@ namespace {
 std::optional<c10::Device> device_of_call(c10::ArrayRef<c10::IValue> args) {
   for (const c10::IValue& a : args) {
     if (a.isTensor() && a.toTensor().defined() && a.toTensor().is_privateuseone()) return a.toTensor().device();
-    if (a.isDevice() && a.toDevice().is_privateuseone()) return a.toDevice();
+    if (a.isDevice() && a.toDevice().is_privateuseone() && a.toDevice().has_index()) return a.toDevice();
   }
   return std::nullopt;
 }
@@ -105,9 +107,10 @@ at::Tensor make_sparse(const at::Tensor& like, const at::Tensor& indices, const 
 //! Whether a dense-side kernel may take `s`: indices addressing at least one sparse dimension.
 bool has_index_rows(const at::Tensor& s) { return s.sparse_dim() > 0; }
 
-//! `alpha` suits `dtype` as CPU's alpha_check wants it (an integral alpha for integers; no bool math).
+//! `alpha` suits `dtype` as CPU's alpha_check wants it (an integral alpha for integers, a real one for
+//! real tensors; no bool math).
 bool alpha_fits(c10::ScalarType dtype, const c10::Scalar& alpha) {
-  if (dtype == c10::kBool) return false;
+  if (dtype == c10::kBool || (alpha.isComplex() && !c10::isComplexType(dtype))) return false;
   return !c10::isIntegralType(dtype, /*includeBool=*/false) || alpha.isIntegral(/*includeBool=*/false);
 }
 

@@ -338,16 +338,20 @@ MULTINOMIAL_ERRORS = {
 }
 
 
+def _raises_at_the_call_as_on_cpu(call):
+    with pytest.raises(RuntimeError) as expected:
+        call("cpu")
+    with pytest.raises(RuntimeError) as got:
+        call("openreg")
+    assert str(got.value).split("\n")[0] == str(expected.value).split("\n")[0]
+    torch.openreg.synchronize()  # nothing left to fail later
+
+
 @pytest.mark.parametrize("name", sorted(MULTINOMIAL_ERRORS))
 def test_multinomial_checks_raise_at_the_call_as_on_cpu(name):
     """Host-side checks of CPU's and CUDA's multinomial (the .item() reads that validate the distribution
     when it draws without replacement or one sample) arrived at the next synchronize."""
-    with pytest.raises(RuntimeError) as expected:
-        MULTINOMIAL_ERRORS[name]("cpu")
-    with pytest.raises(RuntimeError) as got:
-        MULTINOMIAL_ERRORS[name]("openreg")
-    assert str(got.value).split("\n")[0] == str(expected.value).split("\n")[0]
-    torch.openreg.synchronize()  # nothing left to fail later
+    _raises_at_the_call_as_on_cpu(MULTINOMIAL_ERRORS[name])
 
 
 def test_multinomial_with_replacement_stays_asynchronous():
@@ -378,9 +382,4 @@ AT_THE_CALL = {
 
 @pytest.mark.parametrize("name", sorted(AT_THE_CALL))
 def test_errors_cpu_raises_at_the_call_come_at_the_call(name):
-    with pytest.raises(RuntimeError) as expected:
-        AT_THE_CALL[name]("cpu")
-    with pytest.raises(RuntimeError) as got:
-        AT_THE_CALL[name]("openreg")
-    assert str(got.value).split("\n")[0] == str(expected.value).split("\n")[0]
-    torch.openreg.synchronize()  # nothing left to fail later
+    _raises_at_the_call_as_on_cpu(AT_THE_CALL[name])
