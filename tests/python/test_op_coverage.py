@@ -69,6 +69,22 @@ def test_refusal_repeats_while_the_same_op_on_other_types_is_served_from_the_cac
     _assert_nothing_failed_later()
 
 
+def test_a_refused_type_combination_still_runs_where_the_cpu_takes_it():
+    """cumsum from int16 into a bool out= is refused by CPU's kernel, but CPU takes a 0-d input, which
+    returns before the dtype dispatch. The refusal learned on one call refused the 0-d call too; now a
+    call of refused types runs on the sync path, where CPU's kernel decides."""
+    def call(device, shape):
+        out = torch.empty(shape, dtype=torch.bool, device=device)
+        return torch.cumsum(torch.ones(shape, dtype=torch.int16, device=device), 0, out=out)
+
+    for _ in range(2):
+        with pytest.raises(NotImplementedError, match="cumsum.*openreg.*not implemented for 'Bool'"):
+            call("openreg", (3,))
+        assert call("cpu", ()).item() is True
+        assert call("openreg", ()).cpu().item() is True
+    _assert_nothing_failed_later()
+
+
 def test_refusal_leaves_the_device_working():
     x = torch.randn(4, device="openreg")
     with pytest.raises(NotImplementedError):

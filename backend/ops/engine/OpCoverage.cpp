@@ -170,9 +170,10 @@ bool probe_eligible(const OpPlan& plan) {
   return true;
 }
 
-//! Whether the types' outcome is decided (see check_op_coverage).
-bool check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
-  if (!probe_eligible(plan)) return true;
+//! What is known of CPU's kernel for the call's argument types (see check_op_coverage).
+CoverageVerdict check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan,
+                                       c10::ArrayRef<c10::IValue> args) {
+  if (!probe_eligible(plan)) return CoverageVerdict::kRuns;
   // An inconclusive probe (the stand-ins' zeros or these sizes failed first) is retried on later calls,
   // a few times: an op whose probe can never conclude must not pay for one on every call.
   constexpr int kMaxInconclusive = 3;
@@ -184,7 +185,7 @@ bool check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c
   // Per thread, so no lock; an entry per (op, argument types) seen, a few thousand at most.
   thread_local std::unordered_map<std::string, Known> known;
   thread_local std::string key;
-  if (!type_key(op, plan, args, key)) return true;  // types it cannot name are never probed
+  if (!type_key(op, plan, args, key)) return CoverageVerdict::kRuns;  // types it cannot name are never probed
   Known& k = known[key];
   if (!k.decided) {
     switch (probe(op, plan, args, &k.refusal)) {
@@ -200,14 +201,19 @@ bool check_kernel_for_types(const c10::OperatorHandle& op, const OpPlan& plan, c
         break;
     }
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(k.refusal.empty(), "Could not run '", plan.name, "' on openreg with these argument ",
-                              "types: its CPU kernel, which openreg runs, says: ", k.refusal);
-  return k.decided;
+  if (!k.refusal.empty()) return CoverageVerdict::kRefusedByTypes;
+  return k.decided ? CoverageVerdict::kRuns : CoverageVerdict::kUndecided;
 }
 
 }  // namespace
 
-bool check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args) {
+void raise_type_refusal(const OpPlan& plan, const std::string& cpu_message) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", plan.name, "' on openreg with these argument ",
+                              "types: its CPU kernel, which openreg runs, says: ", cpu_message);
+}
+
+CoverageVerdict check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan,
+                                  c10::ArrayRef<c10::IValue> args) {
   switch (plan.coverage) {
     case Coverage::kRuns:
       break;

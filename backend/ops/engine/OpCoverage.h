@@ -17,10 +17,28 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
+#include <cstdint>
+#include <string>
+
 namespace at::openreg {
 
-//! Raises NotImplementedError when the engine cannot run `op` on these arguments. Otherwise returns
-//! whether that is decided for their types (false: a later call with the same types probes again).
-bool check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan, c10::ArrayRef<c10::IValue> args);
+//! What check_op_coverage found for a call's argument types.
+enum class CoverageVerdict : std::uint8_t {
+  kRuns,       //!< CPU's kernel takes these types: decided for them
+  kUndecided,  //!< not decided yet (a later call with the same types probes again)
+  //! CPU's kernel refused these types on another call. Its kernel may still take this one (a 0-d or
+  //! empty tensor returns before the dtype dispatch), so the call runs on the sync path, where CPU's
+  //! kernel decides at the call: its result, or its NotImplementedError, which the engine raises as
+  //! openreg's (raise_type_refusal).
+  kRefusedByTypes,
+};
+
+//! Raises NotImplementedError when the engine cannot run `op` at all (no CPU kernel, quantized or
+//! sparse compressed results); otherwise says what is known of its argument types.
+CoverageVerdict check_op_coverage(const c10::OperatorHandle& op, const OpPlan& plan,
+                                  c10::ArrayRef<c10::IValue> args);
+
+//! Raises the NotImplementedError of an op whose CPU kernel refused the call's types with `cpu_message`.
+[[noreturn]] void raise_type_refusal(const OpPlan& plan, const std::string& cpu_message);
 
 }  // namespace at::openreg

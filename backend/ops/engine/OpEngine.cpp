@@ -129,9 +129,20 @@ void execute_op(const c10::OperatorHandle& op, Stack* stack) {
   auto args = torch::jit::last(*stack, plan.args.size());
   ShapeLookup shapes(plan, args);
   // The coverage check comes before anything is queued.
-  if (shapes.hit() == nullptr && !check_op_coverage(op, plan, args)) shapes.do_not_store();
+  const CoverageVerdict coverage =
+      shapes.hit() == nullptr ? check_op_coverage(op, plan, args) : CoverageVerdict::kRuns;
+  if (coverage != CoverageVerdict::kRuns) shapes.do_not_store();
   const c10::DeviceIndex device = device_of_op(plan, args);
   ::openreg::sanitizer::on_op(plan, args);  // raises a race before anything is queued
+  if (coverage == CoverageVerdict::kRefusedByTypes) {
+    try {
+      run_sync(op, plan, stack, device);
+    } catch (const c10::NotImplementedError& e) {
+      raise_type_refusal(plan, e.what_without_backtrace());
+    }
+    ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
+    return;
+  }
   if (!takes_sync_path(plan, args) && run_async(op, plan, stack, device, shapes)) {
     ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
     return;
