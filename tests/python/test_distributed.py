@@ -396,6 +396,41 @@ def test_ddp_matches_single_process():
     _spawn(_ddp)
 
 
+def _ddp_sparse_embedding(rank, device_type):
+    """An nn.Embedding(sparse=True) trained with DDP and SGD; the weights after three steps."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = _dev(rank) if device_type == "openreg" else torch.device("cpu")
+    if device_type == "openreg":
+        torch.openreg.set_device(dev)
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4, sparse=True).to(dev)
+    model = DDP(emb)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    for _ in range(3):
+        idx = torch.randint(0, 10, (3, 5), generator=g).to(dev)
+        opt.zero_grad()
+        model(idx).square().sum().backward()
+        assert emb.weight.grad.is_sparse and emb.weight.grad.device == dev
+        opt.step()
+    # A direct all_reduce of a sparse tensor sums the ranks' tensors.
+    s = torch.sparse_coo_tensor(torch.tensor([[rank, 2]]), torch.tensor([1.0, 2.0]), (3,)).to(dev)
+    dist.all_reduce(s)
+    assert s.is_sparse and s.to_dense().cpu().tolist() == [1.0, 1.0, 4.0]
+    return emb.weight.detach().cpu().tolist()
+
+
+def test_ddp_trains_sparse_gradients_as_gloo_on_cpu():
+    """DDP's all_reduce of sparse gradients refused openreg tensors ("Tensors must be contiguous"); it
+    runs gloo's sparse all_reduce on host copies now."""
+    expected = spawn.run(_ddp_sparse_embedding, "cpu", backend="gloo", timeout_s=TIMEOUT_S)
+    got = spawn.run(_ddp_sparse_embedding, "openreg", timeout_s=TIMEOUT_S)
+    assert expected[0] == expected[1]
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(torch.tensor(g), torch.tensor(e))
+
+
 # --- errors ------------------------------------------------------------------------------------
 
 

@@ -166,6 +166,19 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         total, self._estimate_us = self._estimate_us, None
         return float(total or 0.0)
 
+    def _sparse_allreduce(self, tensors: list[torch.Tensor], opts) -> dist.Work:
+        """An all_reduce of sparse COO tensors (DistributedDataParallel's sparse gradients): gloo's sparse
+        all_reduce on host copies, then the sum copied back into each openreg tensor, on the calling
+        thread (the host copies wait for the stream; the copies back queue on it). Synchronous, like the
+        sparse ops that must read the data (Note [Sparse COO on openreg]), and outside the virtual clock."""
+        host = [t.cpu() for t in tensors]
+        self._gloo.allreduce(host, opts).wait()  # type: ignore[attr-defined]
+        for t, h in zip(tensors, host):
+            t.copy_(h)
+        done = _Job("allreduce", None, [], None, None, None)
+        done._finish(None)
+        return _HostWork(done, tensors)
+
     def _run(self, op: str, calls):
         """The one path of every collective: checks the arguments of gloo's ``calls``
         [(gloo name, args, kwargs)] here, then queues one job that runs them in order."""
@@ -173,6 +186,11 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             check = _collectives.CHECKS.get(gloo_name)
             if check is not None:
                 check(self, *args, **(kwargs or {}))
+        if op == "allreduce" and len(calls) == 1:
+            tensors = _flatten(calls[0][1][0])
+            if any(t.is_sparse and t.device.type == BACKEND_NAME for t in tensors):
+                opts = calls[0][1][1] if len(calls[0][1]) > 1 else dist.AllreduceOptions()
+                return self._sparse_allreduce(tensors, opts)
         conv = _Converter(op)
         launches: list = []
         outputs: list[torch.Tensor] = []
