@@ -18,6 +18,7 @@
 //                                per output row, the same products summed in the same (nnz) order as
 //                                CPU's kernel
 //      sparse_mask, clone, sum   the values gathered, copied or summed
+//      sqrt, abs, sin, neg, ...  (kValueOps: f(0) = 0) the dense op on the values of a coalesced tensor
 //    and the sparse gradients of nn.Embedding/nn.EmbeddingBag(sparse=True), which ATen builds from
 //    dense ops and these constructors (_embedding_bag_backward needs a kernel of openreg's own, below).
 //    A call these do not cover (another dtype combination, a sparse operand where a dense one is
@@ -205,6 +206,38 @@ std::optional<at::Tensor> sparse_mask(const at::Tensor& self, const at::Tensor& 
   return make_sparse(mask, mask._indices().clone(), values, mask.is_coalesced());
 }
 
+// Elementwise ops with f(0) = 0 act on the values alone. CPU's kernels coalesce first (the op of a sum of
+// duplicates is not the sum of the ops), except neg, which is linear: a coalesced tensor (its flag is
+// host metadata) or neg runs the dense op on its values, asynchronously; an uncoalesced one takes the
+// host path, since coalescing must read the indices.
+constexpr std::string_view kValueOps[] = {
+    "abs",   "asin",  "asinh", "atan",  "atanh",      "ceil",   "deg2rad",  "erf",      "erfinv", "expm1",
+    "floor", "frac",  "log1p", "rad2deg", "round",    "sgn",    "sign",     "sin",      "sinh",   "sqrt",
+    "tan",   "tanh",  "trunc", "relu",  "nan_to_num", "neg",    "isnan",    "isinf",    "isposinf",
+    "isneginf", "signbit",
+};
+
+//! The op of kValueOps (functional, or in-place with a trailing '_') on a sparse self's values.
+void values_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  auto args = torch::jit::last(*stack, n);
+  const at::Tensor self = args[0].toTensor();
+  const std::string& name = op.schema().name();
+  const bool linear = name == "aten::neg" || name == "aten::neg_";
+  if (!is_openreg_sparse(self) || (!linear && !self.is_coalesced())) return run_on_host(op, stack);
+  const bool inplace = !name.empty() && name.back() == '_';
+  c10::OptionalDeviceGuard guard(self.device());
+  torch::jit::Stack on_values(args.begin(), args.end());
+  on_values[0] = self._values();
+  op.callBoxed(&on_values);  // the dense op on the values (in place for an in-place op)
+  torch::jit::drop(*stack, n);
+  if (inplace) {
+    stack->emplace_back(self);
+  } else {
+    stack->emplace_back(make_sparse(self, self._indices().clone(), on_values[0].toTensor(), self.is_coalesced()));
+  }
+}
+
 // --- the boxed wrappers: a kernel above, or the host -------------------------------------------------
 
 using Args = c10::ArrayRef<c10::IValue>;
@@ -305,6 +338,16 @@ const bool g_sparse_kernels_registered = [] {
   device_kernel<&clone_kernel>(lib, "clone", names);
   device_kernel<&sum_kernel>(lib, "sum", names);
   device_kernel<&copy_kernel>(lib, "copy_", names);
+  std::vector<std::string> value_op_names;  // the functional ops and their in-place forms CPU has
+  for (std::string_view base : kValueOps) {
+    for (std::string name : {std::string(base), std::string(base) + "_"}) {
+      const auto handle = c10::Dispatcher::singleton().findOp({"aten::" + name, ""});
+      if (!handle || !handle->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU)) continue;
+      lib.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&values_op>());
+      value_op_names.push_back(std::move(name));
+    }
+  }
+  for (const std::string& name : value_op_names) names.emplace_back(name);
   register_host_kernels_like(lib, c10::DispatchKey::SparseCPU, names);
   return true;
 }();

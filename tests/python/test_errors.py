@@ -373,6 +373,8 @@ AT_THE_CALL = {
     "any(dim=(0,)) into a float out=": lambda d: torch.any(
         torch.ones(3, device=d), dim=(0,), out=torch.empty((), device=d)
     ),
+    "relu of a bool tensor": lambda d: torch.relu(torch.tensor([True, False], device=d)),
+    "relu_ of a bool tensor": lambda d: torch.tensor([True, False], device=d).relu_(),
     # CUDA reads a device value with .item(): a value that does not fit self's dtype fails at the call.
     "masked_fill_ with a device value that overflows": lambda d: torch.zeros(
         3, dtype=torch.int8, device=d

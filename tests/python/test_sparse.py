@@ -126,8 +126,15 @@ ARITHMETIC = {
     "sparse.sum()": lambda x, s: s.sum(),
     "sparse.clone()": lambda x, s: s.clone(),
     "sparse.t()": lambda x, s: s.t(),
-    # Ops without a kernel of openreg's own run CPU's kernel on a host copy.
+    # Elementwise ops with f(0) = 0 on the values: CPU coalesces first (not for neg, which is linear).
     "sparse.sqrt()": lambda x, s: s.abs().sqrt(),
+    "sparse.sin() uncoalesced": lambda x, s: s.sin(),
+    "sparse.sin() coalesced": lambda x, s: s.coalesce().sin(),
+    "sparse.neg()": lambda x, s: s.neg(),
+    "sparse.sqrt_() coalesced": lambda x, s: s.coalesce().sqrt_(),
+    "sparse.isnan()": lambda x, s: (s / 0).coalesce().isnan(),
+    "sparse.nan_to_num()": lambda x, s: (s / 0).coalesce().nan_to_num(posinf=7.0),
+    # Ops without a kernel of openreg's own run CPU's kernel on a host copy.
     "sparse.neg_()": lambda x, s: s.clone().neg_(),
     "torch.sparse.sum(dim)": lambda x, s: torch.sparse.sum(s, dim=1),
     "index_select": lambda x, s: s.index_select(1, torch.tensor([2, 0], device=s.device)),
@@ -217,6 +224,10 @@ ASYNC = {
         i, v, (2, 3)
     ),
     "sum": lambda i, v, x, d: torch.sparse_coo_tensor(i, v, (2, 3)).sum(),
+    "neg": lambda i, v, x, d: torch.sparse_coo_tensor(i, v, (2, 3)).neg(),
+    "sqrt of a coalesced tensor": lambda i, v, x, d: torch.sparse_coo_tensor(
+        i[:, 1:3], v[1:3], (2, 3), is_coalesced=True
+    ).sqrt(),
 }
 
 

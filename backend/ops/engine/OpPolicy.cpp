@@ -117,6 +117,8 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::any", Rule::kChecksOnCpu},           // likewise
     {"aten::native_group_norm", Rule::kChecksOnCpu},  // input contiguous in its memory format
     {"aten::addr_", Rule::kChecksOnCpu},         // self must be 2-d
+    {"aten::relu", Rule::kChecksOnCpu},          // no bool input
+    {"aten::relu_", Rule::kChecksOnCpu},
     // Data-dependent only through mask indices.
     {"aten::index", Rule::kDataDependentWithMask},
     // Ops that make sparse compressed tensors from dense ones (sparse COO has kernels of its own, Note
