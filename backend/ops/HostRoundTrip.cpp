@@ -1,4 +1,5 @@
 #include "backend/ops/HostRoundTrip.h"
+#include "backend/ops/engine/OpEngine.h"
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/SparseCsrTensorUtils.h>
@@ -73,8 +74,7 @@ void check_one_device(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IVal
       return t;
     });
   }
-  TORCH_CHECK(!openreg || !foreign, "Expected all tensors to be on the same device, but found at least two devices, ",
-              *openreg, " and ", foreign.value_or(*openreg), "!");
+  if (openreg && foreign) raise_two_devices(*openreg, *foreign);
 }
 
 }  // namespace

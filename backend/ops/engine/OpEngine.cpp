@@ -86,10 +86,7 @@ struct DeviceScan {
     if (!foreign) foreign = t.device();
   }
 
-  [[noreturn]] static void fail(c10::Device a, c10::Device b) {
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a,
-                " and ", b, "!");
-  }
+  [[noreturn]] static void fail(c10::Device a, c10::Device b) { raise_two_devices(a, b); }
 };
 
 // `inline`: one call per op, on every op's path, and GCC keeps it out of line without the hint.
@@ -117,6 +114,11 @@ void openreg_fallback(const c10::OperatorHandle& op, Stack* stack) { execute_op(
 
 }  // namespace
 
+void raise_two_devices(c10::Device a, c10::Device b) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ",
+              b, "!");
+}
+
 // Note [A cached signature was covered]
 // The shape-pass cache keys an outcome by a signature that holds everything the coverage check's key
 // holds (the op, each tensor's dtype and device type, every int, string and scalar), and an outcome is
@@ -140,14 +142,9 @@ void execute_op(const c10::OperatorHandle& op, Stack* stack) {
     } catch (const c10::NotImplementedError& e) {
       raise_type_refusal(plan, e.what_without_backtrace());
     }
-    ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
-    return;
+  } else if (takes_sync_path(plan, args) || !run_async(op, plan, stack, device, shapes)) {
+    run_sync(op, plan, stack, device);
   }
-  if (!takes_sync_path(plan, args) && run_async(op, plan, stack, device, shapes)) {
-    ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
-    return;
-  }
-  run_sync(op, plan, stack, device);
   ::openreg::sanitizer::on_outputs(plan, torch::jit::last(*stack, plan.returns.size()));
 }
 

@@ -11,4 +11,7 @@ namespace at::openreg {
 //! as the boxed PrivateUse1 fallback does. Thread-safety: callable from any host thread.
 void execute_op(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+//! Raises the error of a call with tensors on devices `a` and `b` (as CPU and CUDA word it).
+[[noreturn]] void raise_two_devices(c10::Device a, c10::Device b);
+
 }  // namespace at::openreg
