@@ -100,11 +100,13 @@ def payload_bytes(calls) -> int:
 def ranks_per_node() -> int:
     """GPUs per node: OPENREG_RANKS_PER_NODE, else torchrun's LOCAL_WORLD_SIZE, else the profile's."""
     for var in ("OPENREG_RANKS_PER_NODE", "LOCAL_WORLD_SIZE"):
-        value = os.environ.get(var)
-        if value is None:
+        # As every OPENREG_ variable: spaces around the value do not matter and empty is unset. Only ASCII
+        # digits count: str.isdigit() also accepts "²" and "٨", which int() refuses or reads unexpectedly.
+        value = os.environ.get(var, "").strip()
+        if not value:
             continue
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"{var}='{value}' is invalid: expected a whole number of ranks per node >= 1")
+        if not (value.isascii() and value.isdigit()) or int(value) < 1:
+            raise RuntimeError(f"{var}='{value}' is invalid: expected a whole number of ranks per node >= 1")
         return int(value)
     profile = _C()._device_profile()
     return int(profile["ranks_per_node"]) if profile else 1

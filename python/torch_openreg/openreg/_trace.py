@@ -79,25 +79,28 @@ def records_to_chrome(records: List[TraceRecord]) -> dict:
 
 
 # Note [Writing the trace file]
-# The file appears whole or not at all: the JSON goes to a temporary file in the destination's directory,
-# which then replaces the destination (rename is atomic within a file system). The temporary file gets a
-# random name, created exclusively (tempfile.mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), so nothing planted at a
-# guessable name (a symlink at "run.json.tmp") is ever written through, and it is removed whenever the
-# write fails (a full disk midway, a destination that became a directory). The destination must be a
-# regular file or a new path: a rename would replace a device node, a fifo or a symlink (with what it
-# points to left as it was) by a JSON file, so those are refused, never followed. trace() checks all of
-# this, and that a file can be created there, when it is called, so a bad path fails before the traced
-# work runs rather than after it.
+# Every file openreg writes from Python (trace JSON here, the pages and pictures of torch.openreg.viz) goes
+# through write_file, so one set of rules holds for all of them. The file appears whole or not at all: the
+# data goes to a temporary file in the destination's directory, which then replaces the destination
+# (rename is atomic within a file system). The temporary file gets a random name, created exclusively
+# (tempfile.mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), so nothing planted at a guessable name (a symlink at
+# "run.json.tmp") is ever written through, and it is removed whenever the write fails (a full disk midway,
+# a destination that became a directory). The destination must be a regular file or a new path: opening a
+# symlink would write through it (a victim file overwritten with HTML; a dangling one's target created),
+# opening a fifo would block until a reader came, and a rename would replace a device node, a fifo or a
+# symlink by the new file, so those are refused, checked with lstat (which opens nothing and follows
+# nothing). trace() checks all of this, and that a file can be created there, when it is called, so a
+# bad path fails before the traced work runs rather than after it.
 
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
-def _check_destination(path: str) -> None:
-    """Raises the OSError that names why ``path`` cannot receive a trace file: its directory is missing
-    (FileNotFoundError) or is not a directory (NotADirectoryError), ``path`` is a file we may not write
-    (PermissionError), or it exists and is not a regular file (IsADirectoryError, or OSError ELOOP for a
-    symlink, EINVAL for a device node, fifo or socket). Nothing is followed: a symlink is refused
-    whatever it points to."""
+def check_destination(path: str, who: str = "torch.openreg.trace") -> None:
+    """Raises the OSError that names why ``path`` cannot receive a file that ``who`` writes: its directory
+    is missing (FileNotFoundError) or is not a directory (NotADirectoryError), ``path`` is a file we may not
+    write (PermissionError), or it exists and is not a regular file (IsADirectoryError, or OSError ELOOP
+    for a symlink, EINVAL for a device node, fifo or socket). Nothing is followed: a symlink is refused
+    whatever it points to, a dangling one included."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -116,10 +119,10 @@ def _check_destination(path: str) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     if stat.S_ISLNK(st.st_mode):
-        raise OSError(errno.ELOOP, "torch.openreg.trace: the destination is a symbolic link, which is never "
+        raise OSError(errno.ELOOP, f"{who}: the destination is a symbolic link, which is never "
                       "followed; pass the path it points to", path)
     kind = "fifo" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode) else "device node"
-    raise OSError(errno.EINVAL, f"torch.openreg.trace: the destination is a {kind}, not a regular file", path)
+    raise OSError(errno.EINVAL, f"{who}: the destination is a {kind}, not a regular file", path)
 
 
 def _create_temporary(path: str) -> tuple[int, str]:
@@ -129,6 +132,18 @@ def _create_temporary(path: str) -> tuple[int, str]:
         return tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
     except OSError as e:  # named by the destination, as open(path, "w") would, not by the random name
         raise OSError(e.errno, f"{e.strerror} (creating a file in {directory or '.'!r})", path) from None
+
+
+def check_writable(path: PathLike, who: str = "torch.openreg.trace") -> str:
+    """``path`` as a str, once :func:`check_destination` accepts it and a file can be created beside it
+    (the probe file is removed at once): what a writer checks before its work, so that a bad path fails
+    first."""
+    path = _fspath(path)
+    check_destination(path, who)
+    fd, probe = _create_temporary(path)
+    os.close(fd)
+    os.unlink(probe)
+    return path
 
 
 def _new_file_mode() -> int:
@@ -149,22 +164,24 @@ def _fspath(path: PathLike) -> str:
     return os.fsdecode(os.fspath(path))
 
 
-def write_chrome_trace(records: List[TraceRecord], path: PathLike) -> None:
-    """Writes ``records`` as Chrome trace JSON to ``path``, atomically: a partial file never appears,
-    and a failure leaves nothing behind (Note [Writing the trace file])."""
+def write_file(path: PathLike, data: Union[str, bytes], who: str = "torch.openreg.trace") -> str:
+    """Writes ``data`` (a str as UTF-8) to ``path`` atomically: a partial file never appears, a failure
+    leaves nothing behind, and a destination that is not a regular file or a new path is refused with an
+    OSError naming it (Note [Writing the trace file]). ``who`` names the writer in refusals. Returns the
+    path written, as a str."""
     path = _fspath(path)
-    _check_destination(path)
-    doc = records_to_chrome(records)
+    check_destination(path, who)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)  # an existing file keeps its mode
     except FileNotFoundError:
         mode = _new_file_mode()
     fd, tmp = _create_temporary(path)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
-            json.dump(doc, f)
-        _check_destination(path)  # it may have changed while the trace ran
+            f.write(payload)
+        check_destination(path, who)  # it may have changed since
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -172,6 +189,15 @@ def write_chrome_trace(records: List[TraceRecord], path: PathLike) -> None:
         except FileNotFoundError:
             pass
         raise
+    return path
+
+
+def write_chrome_trace(records: List[TraceRecord], path: PathLike) -> None:
+    """Writes ``records`` as Chrome trace JSON to ``path``, atomically: a partial file never appears,
+    and a failure leaves nothing behind (Note [Writing the trace file])."""
+    path = _fspath(path)
+    check_destination(path)
+    write_file(path, json.dumps(records_to_chrome(records)))
 
 
 class trace:
@@ -190,14 +216,10 @@ class trace:
     def __init__(self, path: Optional[PathLike] = None):
         self.path: Optional[str] = None
         if path is not None:
-            self.path = _fspath(path)
             # A bad path raises here, before the traced work: what open(path, "w") would raise
             # (FileNotFoundError, PermissionError, ...), or a refusal of a destination that is not a
-            # regular file (Note [Writing the trace file]). The probe file is removed at once.
-            _check_destination(self.path)
-            fd, probe = _create_temporary(self.path)
-            os.close(fd)
-            os.unlink(probe)
+            # regular file (Note [Writing the trace file]).
+            self.path = check_writable(path)
         self.records: List[TraceRecord] = []
 
     def __enter__(self) -> "trace":

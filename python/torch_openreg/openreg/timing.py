@@ -83,9 +83,29 @@ def collective(kind: str, nbytes: int, ranks: int, nodes: int = 1) -> tuple[floa
     (Note [Collective cost model] in sim/src/cost_model.cpp): ``kind`` is ``all_reduce``,
     ``all_gather``, ``reduce_scatter``, ``broadcast``, ``reduce``, ``all_to_all`` or ``send_recv``;
     ``nbytes`` its size as nccl-tests counts it (all_gather: the gathered output; reduce_scatter: the
-    input); over ``ranks`` ranks on ``nodes`` nodes. Raises RuntimeError without a device profile."""
+    input); over ``ranks`` ranks on ``nodes`` nodes. Raises RuntimeError without a device profile.
+    TypeError/ValueError for an argument that describes no collective."""
+    # Checked here: the binding takes C ints and a double, so 2**32 + 8 ranks arrived as 8 and inf bytes
+    # as a time of inf.
+    if not isinstance(kind, str):
+        raise TypeError(f"torch.openreg.timing.collective: kind must be a str, got {type(kind).__name__}")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real):
+        raise TypeError(f"torch.openreg.timing.collective: nbytes must be a number, got {type(nbytes).__name__}")
+    if not 0 <= nbytes < 2**63:  # also refuses nan
+        raise ValueError(f"torch.openreg.timing.collective: nbytes must be a finite byte count >= 0, got {nbytes!r}")
+    try:  # any integer (a numpy one too), never a float or a bool
+        if isinstance(ranks, bool) or isinstance(nodes, bool):
+            raise TypeError
+        ranks, nodes = operator.index(ranks), operator.index(nodes)
+    except TypeError:
+        raise TypeError(f"torch.openreg.timing.collective: ranks and nodes must be ints, got "
+                        f"{type(ranks).__name__} and {type(nodes).__name__}") from None
+    if not 1 <= ranks <= 1 << 20:  # beyond any job's GPUs; the model's step counts stay within a C int
+        raise ValueError(f"torch.openreg.timing.collective: ranks must be from 1 to {1 << 20}, got {ranks}")
+    if not 1 <= nodes <= ranks:
+        raise ValueError(f"torch.openreg.timing.collective: nodes must be from 1 to ranks ({ranks}), got {nodes}")
     _lazy_init()
-    result = _C._modelled_collective(kind, float(nbytes), int(ranks), int(nodes))
+    result = _C._modelled_collective(kind, float(nbytes), ranks, nodes)
     if result is None:
         raise RuntimeError("torch.openreg.timing.collective needs a device profile: set OPENREG_DEVICE_PROFILE")
     ns, algorithm = result

@@ -3,6 +3,8 @@
 // field, and each cost formula against a hand-computed value.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -99,6 +101,113 @@ TEST(DeviceProfile, AMalformedFileNamesTheVariableTheLineAndTheField) {
   EXPECT_TRUE(contains(e, "field 'launch_us' = '-1' is invalid")) << e;
   e = error_of(h100_with("name", "name h100  # no equals sign"));
   EXPECT_TRUE(contains(e, "expected `key = value  # source`")) << e;
+}
+
+// Note [Physical ranges of profile values]: a value no chip has would overflow the virtual clock, so it is
+// refused naming the field, the line and the range; the shipped figures all lie inside.
+TEST(DeviceProfile, ValuesOutsidePhysicalRangesAreRefusedWithTheFieldTheLineAndTheRange) {
+  auto error_of = [](const std::string& key, const std::string& value) {
+    const std::string text = h100_with(key, key + " = " + value + "  # hostile");
+    return config_error([&] { parse_device_profile(text, "test.profile", kVar); });
+  };
+  std::string e = error_of("memory_gbps", "1e-12");
+  EXPECT_TRUE(contains(e, "test.profile, line ")) << e;
+  EXPECT_TRUE(contains(e, "field 'memory_gbps' = '1e-12' is invalid: expected a bandwidth in GB/s from 0.001 to 1e+06"))
+      << e;
+  e = error_of("tensor_tflops.bf16", "1e-30");
+  EXPECT_TRUE(contains(e, "field 'tensor_tflops.bf16' = '1e-30' is invalid: expected a peak in TFLOP/s")) << e;
+  EXPECT_TRUE(contains(e, "or 0 (none)")) << e;
+  e = error_of("launch_us", "1e30");
+  EXPECT_TRUE(contains(e, "field 'launch_us' = '1e30' is invalid: expected a time in microseconds from 0.001 to 1e+06"))
+      << e;
+  EXPECT_TRUE(contains(error_of("network_setup_us", "1e-9"), "field 'network_setup_us' = '1e-9' is invalid")) << e;
+  EXPECT_TRUE(contains(error_of("nvls_bus_gbps", "1e300"), "field 'nvls_bus_gbps' = '1e300' is invalid"));
+  EXPECT_TRUE(contains(error_of("memory_gib", "1e9"), "expected a capacity in GiB from 0.001 to 16384"));
+  EXPECT_TRUE(contains(error_of("l2_mib", "1e-30"), "field 'l2_mib' = '1e-30' is invalid"));
+  EXPECT_TRUE(contains(error_of("sm_count", "1e9"), "field 'sm_count' = '1e9' is invalid"));
+  EXPECT_TRUE(contains(error_of("copy_engines", "1000"), "expected a whole number of copy engines from 1 to 64"));
+  EXPECT_TRUE(contains(error_of("gemm_efficiency", "0"), "field 'gemm_efficiency' = '0' is invalid"));
+  EXPECT_TRUE(contains(error_of("comm_compute_slowdown", "1.5"), "field 'comm_compute_slowdown' = '1.5' is invalid"));
+  EXPECT_TRUE(contains(error_of("vector_tflops.fp32", "1e-300"), "field 'vector_tflops.fp32'"));
+  EXPECT_TRUE(contains(error_of("ring_bus_gbps", "inf"), "field 'ring_bus_gbps' = 'inf' is invalid"));
+  EXPECT_TRUE(contains(error_of("peer_gbps", "1e-400"), "field 'peer_gbps' = '1e-400' is invalid"));  // underflows
+  // 0 still means "the chip lacks it" where a field may be left out, and the ends of a range are accepted.
+  auto parsed = [](const std::string& key, const std::string& value) {
+    return parse_device_profile(h100_with(key, key + " = " + value + "  # edge"), "test.profile", kVar);
+  };
+  EXPECT_DOUBLE_EQ(parsed("tensor_tflops.fp8", "0")->tensor_flops[static_cast<int>(NumberFormat::kFp8)], 0);
+  EXPECT_DOUBLE_EQ(parsed("nvls_bus_gbps", "0")->nvls_bus_bandwidth, 0);
+  EXPECT_DOUBLE_EQ(parsed("comm_compute_slowdown", "0")->comm_compute_slowdown, 0);
+  EXPECT_DOUBLE_EQ(parsed("launch_us", "1e6")->launch_ns, 1e9);
+  EXPECT_DOUBLE_EQ(parsed("memory_gbps", "0.001")->memory_bandwidth, 1e6);
+  for (const auto& name : shipped_profile_names()) EXPECT_NO_THROW(load_device_profile(name, kVar)) << name;
+}
+
+// Note [Reading a profile file]: the path comes from the environment and may name anything.
+class ProfilePath : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "openreg_profile_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir = tmpl;
+  }
+  void TearDown() override {
+    for (const char* name : {"/fifo", "/big.profile", "/latin1.profile", "/h100.profile"}) {
+      ::unlink((dir + name).c_str());
+    }
+    ::rmdir(dir.c_str());
+  }
+  std::string error_of(const std::string& path) const {
+    return config_error([&] { load_device_profile(path, kVar); });
+  }
+  void write(const std::string& path, const std::string& text) const {
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  std::string dir;
+};
+
+TEST_F(ProfilePath, AProfileMustBeARegularFileAndNothingElseIsReadOrWaitedFor) {
+  std::string e = error_of("/dev/zero");  // was read without end until std::bad_alloc
+  EXPECT_TRUE(contains(e, "OPENREG_DEVICE_PROFILE='/dev/zero' is invalid")) << e;
+  EXPECT_TRUE(contains(e, "is a character device")) << e;
+  e = error_of("/dev/null");  // was read as empty text: "missing field"
+  EXPECT_TRUE(contains(e, "is a character device")) << e;
+  EXPECT_FALSE(contains(e, "missing field")) << e;
+  e = error_of(dir);  // a directory, likewise
+  EXPECT_TRUE(contains(e, "OPENREG_DEVICE_PROFILE='" + dir + "' is invalid")) << e;
+  EXPECT_TRUE(contains(e, "is a directory")) << e;
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  e = error_of(fifo);  // opening it used to block until a writer came
+  EXPECT_TRUE(contains(e, "is a fifo")) << e;
+  EXPECT_TRUE(contains(error_of(dir + "/absent.profile"), "no profile file can be read at that path"));
+}
+
+TEST_F(ProfilePath, AProfileFileIsAtMostOneMebibyteOfUtf8Text) {
+  const std::string h100 = h100_with("no such key", "");
+  write(dir + "/h100.profile", h100);
+  EXPECT_EQ(load_device_profile(dir + "/h100.profile", kVar)->name, "h100-sxm");
+  write(dir + "/big.profile", h100 + std::string(std::size_t{1} << 20, '#'));  // comments only: valid but large
+  std::string e = error_of(dir + "/big.profile");
+  EXPECT_TRUE(contains(e, "at most 1 MiB")) << e;
+  // A display name in Latin-1 reached Python as bytes that do not decode (UnicodeDecodeError).
+  std::string latin1 = h100_with("display_name", "display_name = H100 \xe9t\xe9  # Latin-1");
+  write(dir + "/latin1.profile", latin1);
+  e = error_of(dir + "/latin1.profile");
+  EXPECT_TRUE(contains(e, "OPENREG_DEVICE_PROFILE: profile " + dir + "/latin1.profile, line ")) << e;
+  EXPECT_TRUE(contains(e, "byte 0xe9 at column 21 is not text")) << e;
+  auto parse_error = [](const std::string& text) {
+    return config_error([&] { parse_device_profile(text, "test.profile", kVar); });
+  };
+  EXPECT_TRUE(contains(parse_error(h100_with("name", std::string("name = h100\0x  # NUL", 20))), "byte 0x0"));
+  EXPECT_TRUE(contains(parse_error(h100_with("name", "name = \xc0\xae  # overlong")), "byte 0xc0"));
+  EXPECT_TRUE(contains(parse_error(h100_with("name", "name = \xed\xa0\x80  # surrogate")), "byte 0xed"));
+  EXPECT_TRUE(contains(parse_error(h100_with("name", "name = \x1b[2J  # escape")), "byte 0x1b"));
+  // Real UTF-8 stays accepted.
+  EXPECT_EQ(parse_device_profile(h100_with("display_name", "display_name = H100 \xc2\xb5-\xe2\x9c\x93  # UTF-8"),
+                                 "test.profile", kVar)
+                ->display_name,
+            "H100 \xc2\xb5-\xe2\x9c\x93");
 }
 
 TEST(DeviceProfile, TheEnvironmentVariableIsReadAtRuntimeStartAndABadValueIsAConfigError) {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import List, Optional
@@ -29,8 +30,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("trace")
     t.add_argument("out", help="a .html page, or a .png picture")
     t.add_argument("--pages", action="store_true", help="PNG: pages with every op named (out-01.png, ...)")
-    t.add_argument("--items-per-page", type=int, default=60)
-    t.add_argument("--window-ms", metavar="START,END", help="PNG: only this part of the trace (ms from its start)")
+    t.add_argument("--items-per-page", type=int, default=60, help="PNG pages: at most this many items each")
+    t.add_argument("--window-ms", metavar="START,END",
+                   help="only this part of the trace (ms from its start); the HTML page opens on it")
     t.add_argument("--title")
     m = sub.add_parser("memory", help="a memory snapshot (pickle from torch.openreg.memory._dump_snapshot)")
     m.add_argument("snapshot")
@@ -44,21 +46,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     ext = os.path.splitext(args.out)[1].lower()
     if ext not in (".html", ".htm", ".png"):
         parser.error(f"{args.out}: the output must end in .html or .png")
+    # Every argument is checked before any output is drawn, whatever its kind: a usage error (exit 2).
+    window = None
+    if args.what == "timeline":
+        if args.items_per_page < 1:
+            parser.error(f"--items-per-page: expected at least 1, got {args.items_per_page}")
+        if args.window_ms is not None:
+            try:
+                start, end = (float(v) for v in args.window_ms.split(","))
+            except ValueError:
+                parser.error(f"--window-ms: expected START,END in ms, got {args.window_ms!r}")
+            if not (math.isfinite(start) and math.isfinite(end) and end > start):
+                parser.error(f"--window-ms: expected START,END with finite END > START (ms), got {args.window_ms!r}")
+            window = (start, end)
     try:
         if args.what == "timeline":
-            window = None
-            if args.window_ms:
-                try:
-                    start, end = (float(v) for v in args.window_ms.split(","))
-                except ValueError:
-                    parser.error(f"--window-ms: expected START,END in ms, got {args.window_ms!r}")
-                window = (start, end)
             if ext == ".png":
                 written = (timeline_pngs(args.trace, args.out, args.title, items_per_page=args.items_per_page,
                                          window_ms=window)
                            if args.pages else [timeline_png(args.trace, args.out, args.title, window_ms=window)])
             else:
-                written = [timeline_html(args.trace, args.out, args.title)]
+                written = [timeline_html(args.trace, args.out, args.title, window_ms=window)]
         else:
             written = [memory_png(args.snapshot, args.out, args.title, x=args.x) if ext == ".png"
                        else memory_html(args.snapshot, args.out, args.title)]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import html
+import io
 import json
 import os
+import stat
 from typing import Any, Union
+
+from .._trace import check_writable, write_file
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -33,11 +38,45 @@ def fspath(path: PathLike) -> str:
     return os.fsdecode(os.fspath(path))
 
 
-def write_text(path: PathLike, text: str) -> str:
-    path = fspath(path)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
+def read_input(path: str) -> bytes:
+    """The bytes of the regular file at ``path``. Opened without blocking (a fifo would otherwise wait for
+    a writer) and checked on the opened descriptor: a directory raises IsADirectoryError as open() does,
+    anything else that is not a regular file (a fifo, /dev/zero, which never ends) an OSError naming it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not stat.S_ISREG(mode):
+            kind = "fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device node"
+            raise OSError(errno.EINVAL, f"torch.openreg.viz: the input is a {kind}, not a regular file", path)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1  # the file object owns it now
+            return f.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def check_output(path: PathLike, who: str) -> str:
+    """``path`` as a str once it can receive a picture: checked before anything is drawn, so that a bad
+    destination (a symlink, a fifo, a missing directory, ...) fails at once, naming it (OSError)."""
+    return check_writable(path, who)
+
+
+def write_text(path: PathLike, text: str, who: str) -> str:
+    """Writes a page through openreg's one file writer (Note [Writing the trace file] in
+    python/torch_openreg/openreg/_trace.py): atomically, never through a symlink or into a fifo."""
+    return write_file(path, text, who)
+
+
+def write_figure(fig: Any, path: PathLike, dpi: int, who: str) -> str:
+    """Saves a matplotlib figure as PNG through the same writer: rendered to memory first, since savefig
+    opens its destination itself (following a symlink, blocking on a fifo)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return write_file(path, buffer.getvalue(), who)
 
 
 def format_bytes(n: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ._common import BASE_STYLE, PathLike, escape, format_bytes, page, write_text
+from ._common import BASE_STYLE, PathLike, check_output, escape, format_bytes, page, write_text
 from ._memory_model import (
     STREAM_COLOURS,
     DeviceMemory,
@@ -72,7 +72,7 @@ def _segments_table(dm: DeviceMemory) -> str:
                           f"<td class=num>{int(b.get('requested_size', 0))}</td><td>{escape(b.get('state', ''))}</td>"
                           f"<td>{where}</td></tr>")
         stream = int(seg.get("stream", 0) or 0)
-        label = stream_label(dm, streams[stream]) if stream in streams else f"stream {stream:#x}"
+        label = stream_label(dm, streams[stream]) if stream in streams else "a stream with nothing recorded"
         rows.append(
             f"<tr><td>{base:#x}</td><td class=num>{escape(format_bytes(int(seg.get('total_size', 0))))}</td>"
             f"<td class=num>{escape(format_bytes(int(seg.get('allocated_size', 0))))}</td>"
@@ -341,6 +341,7 @@ def memory_html(snapshot: Union[Snapshot, PathLike], html: PathLike, title: Opti
     (click keeps the whole stack below), the reserved memory, and the allocator's segments with their
     blocks. ``snapshot``: ``torch.openreg.memory._snapshot()`` or the path of the pickle
     ``_dump_snapshot`` wrote. Returns the path written."""
+    out = check_output(html, "torch.openreg.viz.memory_html")
     snap = load_snapshot(snapshot)
     devices = device_memory(snap, max_allocations)
     stacks = _Stacks()
@@ -383,4 +384,5 @@ double-click: whole history.</div>
 <option value=time>time (host clock)</option></select></label></div></header>
 {''.join(panels)}<div id=tip></div><section><div id=details class=muted>Click an allocation to keep its details here.
 </div></section>"""
-    return write_text(html, page(f"{title}: openreg memory", _STYLE, body, data, _SCRIPT))
+    return write_text(out, page(f"{title}: openreg memory", _STYLE, body, data, _SCRIPT),
+                      "torch.openreg.viz.memory_html")

@@ -20,11 +20,12 @@ exact at every step.
 from __future__ import annotations
 
 import io
+import math
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ._common import PathLike, fspath
+from ._common import PathLike, fspath, read_input
 
 Snapshot = Dict[str, Any]
 
@@ -53,13 +54,12 @@ class _NoGlobals(pickle.Unpickler):
 def load_snapshot(snapshot: Union[Snapshot, PathLike]) -> Snapshot:
     """``snapshot`` itself if it is a snapshot dict, else the snapshot pickled at that path. A missing file
     raises FileNotFoundError; anything that is not a snapshot (no ``segments`` and ``device_traces``
-    lists) raises ValueError."""
+    lists, or an entry the pictures cannot draw) raises ValueError naming the file and what is wrong."""
     where = "the snapshot"
     if not isinstance(snapshot, dict):
         path = fspath(snapshot)
         where = path
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_input(path)
         try:
             snapshot = _NoGlobals(io.BytesIO(data)).load()
         except Exception as e:  # noqa: BLE001 - whatever a corrupt pickle raises, it is not a snapshot
@@ -69,7 +69,57 @@ def load_snapshot(snapshot: Union[Snapshot, PathLike]) -> Snapshot:
             and isinstance(snapshot.get("device_traces", []), list)):
         raise ValueError(f"{where} is not a memory snapshot: expected a dict with 'segments' and 'device_traces' "
                          "lists, as torch.openreg.memory._snapshot() returns")
+    _check_entries(snapshot, where)
     return snapshot
+
+
+# What the pictures read of each entry, and the types it must have (None: absent is allowed as the value);
+# the same for a snapshot from torch.cuda.memory, which has these keys too.
+_INT_KEYS = {"segment": ("device", "address", "total_size", "allocated_size", "active_size", "stream"),
+             "block": ("address", "size", "requested_size"),
+             "event": ("addr", "size", "stream")}
+
+
+def _check_entries(snapshot: Snapshot, where: str) -> None:
+    """Raises ValueError naming ``where`` and the first entry the pictures cannot draw: a segment, block,
+    trace event or frame that is not a dict, a count or address that is not a whole number, a time that
+    is not a finite number, stacks that are not lists. Checked up front so that a malformed snapshot is
+    reported as one, not as a TypeError from deep inside a picture."""
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{where} is not a memory snapshot: {what}")
+
+    def check(entry: Any, kind: str, name: str) -> None:
+        if not isinstance(entry, dict):
+            raise bad(f"{name} is {type(entry).__name__}, not a dict")
+        for key in _INT_KEYS[kind]:
+            value = entry.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise bad(f"{name} has {key!r} = {value!r}, not a whole number")
+        frames = entry.get("frames")
+        if frames is not None and not (isinstance(frames, list) and all(isinstance(f, dict) for f in frames)):
+            raise bad(f"{name} has 'frames' that are not a list of dicts")
+
+    for i, seg in enumerate(snapshot["segments"]):
+        check(seg, "segment", f"segment {i}")
+        blocks = seg.get("blocks")
+        if blocks is not None and not isinstance(blocks, list):
+            raise bad(f"segment {i} has 'blocks' that are not a list")
+        for j, block in enumerate(blocks or []):
+            check(block, "block", f"block {j} of segment {i}")
+    for d, trace in enumerate(snapshot.get("device_traces") or []):
+        if trace is None:
+            continue
+        if not isinstance(trace, list):
+            raise bad(f"the history of device {d} is {type(trace).__name__}, not a list")
+        for k, event in enumerate(trace):
+            check(event, "event", f"event {k} of device {d}'s history")
+            t = event.get("time_us")
+            if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)):
+                raise bad(f"event {k} of device {d}'s history has 'time_us' = {t!r}, not a finite number")
+    devices = {seg.get("device") or 0 for seg in snapshot["segments"]}
+    if any(d < 0 or d > 1 << 16 for d in devices):
+        raise bad(f"a segment's 'device' is out of range: {sorted(devices)}")
 
 
 @dataclass
@@ -268,4 +318,7 @@ def allocated_at(frames: List[Dict[str, Any]]) -> str:
 
 
 def stream_label(dm: DeviceMemory, index: int) -> str:
-    return f"stream #{index + 1} ({dm.streams[index]:#x})"
+    """A stream as a reader names it: "stream 1", "stream 2", ... in the order the device first used
+    them. A snapshot holds a stream's handle (an address, as torch.cuda's holds a cudaStream_t), which
+    means nothing to its reader and differs between runs, so it is never shown."""
+    return f"stream {index + 1}"

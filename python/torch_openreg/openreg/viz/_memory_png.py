@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Union
 
-from ._common import PathLike, format_bytes, fspath
+from ._common import PathLike, check_output, format_bytes, write_figure
 from ._memory_model import (
     DeviceMemory,
     Snapshot,
@@ -75,6 +75,7 @@ def memory_png(snapshot: Union[Snapshot, PathLike], png: PathLike, title: Option
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    out = check_output(png, "torch.openreg.viz.memory_png")
     devices = device_memory(load_snapshot(snapshot), max_allocations)
     plt = _pyplot()
     panels = max(1, len(devices))
@@ -90,8 +91,7 @@ def memory_png(snapshot: Union[Snapshot, PathLike], png: PathLike, title: Option
         if title:
             fig.suptitle(title, fontsize=11, x=0.01, ha="left")
         fig.tight_layout(rect=(0, 0, 1, 0.97 if title else 1))
-        out = fspath(png)
-        fig.savefig(out, dpi=dpi)
+        write_figure(fig, out, dpi, "torch.openreg.viz.memory_png")
     finally:
         plt.close(fig)
     return out

@@ -7,8 +7,8 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._common import BASE_STYLE, PathLike, escape, format_us, page, write_text
-from ._trace_model import KERNEL_ALT, KIND_COLOURS, OTHER_COLOUR, Timeline, load_trace
+from ._common import BASE_STYLE, PathLike, check_output, escape, format_us, page, write_text
+from ._trace_model import KERNEL_ALT, KIND_COLOURS, OTHER_COLOUR, Timeline, load_trace, window_us
 
 
 def _data(timeline: Timeline, title: str) -> Dict[str, Any]:
@@ -114,6 +114,7 @@ layout();
 const OV_H = Math.max(12, Math.min(D.lanes.length, 16) * OV_ROW + 6);
 
 let v0 = t0 - full * 0.01, v1 = t1 + full * 0.01;   // the visible window, µs
+if (D.view) { v0 = D.view[0]; v1 = D.view[1]; }      // window_ms: the page opens on it
 let match = null;                                      // name index -> matches the search
 let hover = null, selected = null, drag = null;
 const widthCache = new Map();
@@ -470,14 +471,18 @@ if (search.value) search.dispatchEvent(new Event("input"));
 """
 
 
-def timeline_html(trace: PathLike, html: PathLike, title: Optional[str] = None) -> str:
+def timeline_html(trace: PathLike, html: PathLike, title: Optional[str] = None, *,
+                  window_ms: Optional[Tuple[float, float]] = None) -> str:
     """Writes the trace at ``trace`` (Chrome trace JSON from ``torch.openreg.trace``) as one self-contained
     HTML page at ``html`` that needs no network: a lane per device and stream (and the communication
     lane of torch.distributed), a time axis, the mouse wheel zooms around the pointer down to single ops,
     dragging pans, op names are written on every bar wide enough and shown with start, duration, bytes
     and the idle time before it on hover; a strip above shows the whole trace and where the view is; a
     search box highlights ops by name; a table lists every op with its count and device time.
+    ``window_ms=(start, end)``: the page opens on that part of the trace (ms from its start).
     Returns the path written."""
+    view = window_us(window_ms) if window_ms is not None else None  # a bad window fails before any work
+    out = check_output(html, "torch.openreg.viz.timeline_html")
     timeline = load_trace(trace)
     title = title or os.path.basename(timeline.path)
     n_items = len(timeline.items)
@@ -495,4 +500,7 @@ an item: zoom to it; click: keep its details below; keys <kbd>+</kbd> <kbd>-</kb
 <canvas id=ov></canvas><div id=wrap><canvas id=tl></canvas></div><div id=tip></div>
 <section><div id=details class=muted>Click an item to keep its details here.</div></section>
 <section><h2 style="font-size:14px">Ops by device time</h2>{_op_table(timeline)}</section>"""
-    return write_text(html, page(f"{title}: openreg timeline", _STYLE, body, _data(timeline, title), _SCRIPT))
+    data = _data(timeline, title)
+    data["view"] = view
+    return write_text(out, page(f"{title}: openreg timeline", _STYLE, body, data, _SCRIPT),
+                      "torch.openreg.viz.timeline_html")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ._common import PathLike, format_us, fspath
+from ._common import PathLike, check_output, format_us, fspath, write_figure
 from ._trace_model import KERNEL_ALT, Lane, Timeline, clip, colour, load_trace, pages, text_colour, time_unit
 
 # Fixed margins (inches) around the plot, so the plot's width in pixels, and with it which names fit on
@@ -169,6 +169,7 @@ def timeline_png(trace: PathLike, png: PathLike, title: Optional[str] = None, *,
     shades, each op's name on its bar where it fits. ``width`` is in inches; each lane's row is 0.4 inch
     high; ``window_ms=(start, end)`` draws only that part (ms from the trace's start). For per-op detail
     of a long trace use :func:`timeline_pngs` or :func:`timeline_html`. Returns the path written."""
+    out = check_output(png, "torch.openreg.viz.timeline_png")
     timeline = clip(load_trace(trace), window_ms)
     fig, ax, layout, plot_w_px = _figure(timeline.lanes, 0.4, width, dpi)
     try:
@@ -179,8 +180,7 @@ def timeline_png(trace: PathLike, png: PathLike, title: Optional[str] = None, *,
         else:
             _empty(ax)
         ax.set_title(title or os.path.basename(timeline.path), fontsize=10, loc="left")
-        out = fspath(png)
-        fig.savefig(out, dpi=dpi)
+        write_figure(fig, out, dpi, "torch.openreg.viz.timeline_png")
     finally:
         _pyplot().close(fig)
     return out
@@ -203,6 +203,8 @@ def timeline_pngs(trace: PathLike, png: PathLike, title: Optional[str] = None, *
     timeline = clip(load_trace(trace), window_ms)
     windows = pages(timeline, items_per_page) or [(0.0, 0.0, 0)]
     paths = page_paths(png, len(windows))
+    for out in paths:  # every page's destination before the first is drawn
+        check_output(out, "torch.openreg.viz.timeline_pngs")
     plt = _pyplot()
     for n, ((t0, t1, count), out) in enumerate(zip(windows, paths), start=1):
         fig, ax, layout, plot_w_px = _figure(timeline.lanes, 1.5, width, dpi)
@@ -215,7 +217,7 @@ def timeline_pngs(trace: PathLike, png: PathLike, title: Optional[str] = None, *
             name = title or os.path.basename(timeline.path)
             ax.set_title(f"{name}: page {n} of {len(windows)}, {format_us(t0)} to {format_us(t1)}, "
                          f"{count} items", fontsize=10, loc="left")
-            fig.savefig(out, dpi=dpi)
+            write_figure(fig, out, dpi, "torch.openreg.viz.timeline_pngs")
         finally:
             plt.close(fig)
     return paths

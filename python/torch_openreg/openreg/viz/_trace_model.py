@@ -4,10 +4,11 @@ PNG and the HTML timelines draw."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._common import PathLike, fspath
+from ._common import PathLike, fspath, read_input
 
 # Item kinds (the trace's "cat") and their colours; the PNG and the HTML use the same ones.
 KIND_COLOURS: Dict[str, str] = {
@@ -70,23 +71,63 @@ def _order(value: Any) -> Tuple[int, Any]:
     return (0, value) if isinstance(value, (int, float)) else (1, str(value))
 
 
-def _number(event: Dict[str, Any], key: str, path: str) -> float:
+# Note [Reading a trace that is not openreg's]
+# A trace file may come from another tool, a hand edit or a truncated copy, so nothing in it is trusted:
+# every event is checked where the model reads it, and anything it cannot draw is a ValueError naming the
+# file, the event and what is wrong, never an error from deep inside a renderer. Times must be finite and
+# within 10^15 µs (31 years) of the origin: the pictures divide by spans, and two times near the float
+# limit give a span of inf and a scale of 0. Process and thread ids must be numbers or strings (they key
+# and sort the lanes); "args" must be an object whose values JSON can write back without NaN (the page
+# embeds them).
+_MAX_TIME_US = 1e15
+
+
+def _number(event: Dict[str, Any], key: str, path: str, index: int) -> float:
     value = event.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{path}: trace event {event.get('name')!r} has a non-numeric {key!r}: {value!r}")
+        raise ValueError(f"{path}: trace event {index} ({event.get('name')!r}) has a non-numeric {key!r}: {value!r}")
+    if not -_MAX_TIME_US <= value <= _MAX_TIME_US:  # also refuses nan
+        raise ValueError(f"{path}: trace event {index} ({event.get('name')!r}) has {key!r} {value!r}, outside "
+                         f"the {_MAX_TIME_US:g} µs a trace may span")
     return float(value)
+
+
+def _lane_id(event: Dict[str, Any], key: str, path: str, index: int) -> Any:
+    value = event.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or value != value:  # nan != nan
+        raise ValueError(f"{path}: trace event {index} ({event.get('name')!r}) has {key!r} {value!r}: expected "
+                         "a number or a string")
+    return value
+
+
+def _args(event: Dict[str, Any], path: str, index: int) -> Dict[str, Any]:
+    args = event.get("args")
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise ValueError(f"{path}: trace event {index} ({event.get('name')!r}) has 'args' {args!r}: expected "
+                         "an object")
+    try:
+        json.dumps(args, allow_nan=False)
+    except (ValueError, RecursionError) as error:
+        raise ValueError(f"{path}: trace event {index} ({event.get('name')!r}) has 'args' that cannot be "
+                         f"shown: {error}") from None
+    return args
 
 
 def load_trace(trace: PathLike) -> Timeline:
     """Reads the Chrome trace JSON at ``trace``. A missing file raises FileNotFoundError; a file that is not
-    JSON, or JSON that is not a Chrome trace (an object with a ``traceEvents`` list, or a bare list of
-    events), raises ValueError naming the file."""
+    JSON, JSON that is not a Chrome trace (an object with a ``traceEvents`` list, or a bare list of
+    events), or an event that cannot be drawn raises ValueError naming the file (Note [Reading a trace
+    that is not openreg's])."""
     path = fspath(trace)
-    with open(path, encoding="utf-8") as f:  # FileNotFoundError / IsADirectoryError as open() raises them
-        try:
-            doc = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not a Chrome trace: it is not JSON ({error})") from None
+    data = read_input(path)  # FileNotFoundError / IsADirectoryError as open() raises them
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not a Chrome trace: it is not JSON ({error})") from None
+    except RecursionError:
+        raise ValueError(f"{path} is not a Chrome trace: its JSON is nested too deeply") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise ValueError(f"{path} is not a Chrome trace: expected an object with a 'traceEvents' list of events "
@@ -96,27 +137,29 @@ def load_trace(trace: PathLike) -> Timeline:
     process_order: Dict[Any, Any] = {}
     thread_order: Dict[Tuple[Any, Any], Any] = {}
     lanes: Dict[Tuple[Any, Any], Lane] = {}
-    for e in events:
+    for index, e in enumerate(events):
         ph = e.get("ph")
-        key = (e.get("pid", 0), e.get("tid", 0))
+        if ph not in ("M", "X"):
+            continue  # a kind of event the pictures do not draw
+        key = (_lane_id(e, "pid", path, index), _lane_id(e, "tid", path, index))
         if ph == "M":
-            args = e.get("args") or {}
+            args = _args(e, path, index)
             if e.get("name") == "process_name":
                 process_names[key[0]] = str(args.get("name", key[0]))
             elif e.get("name") == "thread_name":
                 thread_names[key] = str(args.get("name", key[1]))
             elif e.get("name") == "process_sort_index":
-                process_order[key[0]] = args.get("sort_index")
+                process_order[key[0]] = _lane_id(args, "sort_index", path, index)
             elif e.get("name") == "thread_sort_index":
-                thread_order[key] = args.get("sort_index")
-        elif ph == "X":  # complete events: the only kind torch.openreg.trace writes for work items
+                thread_order[key] = _lane_id(args, "sort_index", path, index)
+        else:  # complete events: the only kind torch.openreg.trace writes for work items
             name = str(e.get("name", ""))
             kind = str(e.get("cat", ""))
             if name.startswith("collective:"):  # collectives are traced as items named "collective:<op>"
                 kind = "collective"
             lane = lanes.setdefault(key, Lane(key[0], key[1], ""))
-            lane.items.append(Item(name, kind, _number(e, "ts", path), max(_number(e, "dur", path), 0.0),
-                                   dict(e.get("args") or {})))
+            lane.items.append(Item(name, kind, _number(e, "ts", path, index),
+                                   max(_number(e, "dur", path, index), 0.0), dict(_args(e, path, index))))
     ordered = sorted(lanes.values(), key=lambda lane: (
         _order(process_order.get(lane.pid, lane.pid)), _order(lane.pid),
         _order(thread_order.get((lane.pid, lane.tid), lane.tid)), _order(lane.tid)))
@@ -145,15 +188,25 @@ def clip(timeline: Timeline, window_ms: Optional[Tuple[float, float]]) -> Timeli
     every lane kept so that pages of one trace line up."""
     if window_ms is None:
         return timeline
-    start, end = (float(v) * 1e3 for v in window_ms)
-    if not end > start:
-        raise ValueError(f"window_ms must be (start, end) with end > start, got {window_ms!r}")
+    start, end = window_us(window_ms)
     lanes = []
     for lane in timeline.lanes:
         kept = Lane(lane.pid, lane.tid, lane.label, [i for i in lane.items if i.end >= start and i.start <= end])
         _fill_rows(kept)
         lanes.append(kept)
     return Timeline(timeline.path, lanes)
+
+
+def window_us(window_ms: Tuple[float, float]) -> Tuple[float, float]:
+    """``window_ms`` (start, end in ms from the trace's start) in µs, or ValueError if it is not a window:
+    not two finite numbers, or empty or reversed (end <= start)."""
+    try:
+        start, end = (float(v) * 1e3 for v in window_ms)
+    except (TypeError, ValueError):
+        raise ValueError(f"window_ms must be (start, end) in ms, got {window_ms!r}") from None
+    if not (math.isfinite(start) and math.isfinite(end) and end > start):
+        raise ValueError(f"window_ms must be (start, end) with finite end > start, got {window_ms!r}")
+    return start, end
 
 
 def _lane_label(lane: Lane, process_names: Dict[Any, str], thread_names: Dict[Tuple[Any, Any], str]) -> str:
