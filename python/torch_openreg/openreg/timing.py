@@ -14,6 +14,8 @@ nothing virtual.
 
 from __future__ import annotations
 
+import numbers
+import operator
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
