@@ -427,41 +427,52 @@ void Executable::launch(const OpenRegStream& stream, const std::function<std::ui
       main.record(fork);
       for (const OpenRegStream& lane : lanes_) lane.sim().wait(fork);
     }
-    for (std::size_t i = 0; i < captured_.nodes.size(); ++i) {
-      const Node& node = captured_.nodes[i];
-      sim::Stream& on = node.lane == 0 ? main : lanes_[static_cast<std::size_t>(node.lane) - 1].sim();
-      switch (node.kind) {
-        case NodeKind::kKernel: {
-          sim::Task task = node.make(node.seed ? seed_of(node) : 0);
-          if (node.cost) {
-            on.launch(names_[i], std::move(task), *node.cost);
-          } else {
-            on.launch(names_[i], std::move(task));
-          }
-          break;
-        }
-        case NodeKind::kCopy:
-          on.copy(node.dst, node.src, node.bytes, names_[i]);
-          break;
-        case NodeKind::kRecord:
-          if (records_[i]) on.record(records_[i]);
-          break;
-        case NodeKind::kWait:
-          on.wait(records_[node.record]);
-          break;
-        case NodeKind::kKeep:
-          break;
+    // The launch is done when every lane is: the lanes join back into `stream`. Also when a launch
+    // held by a full launch queue was interrupted (Ctrl-C, Note [Interruptible host waits]): the nodes
+    // issued so far still run, and `stream` and the next replay wait for them. Records and waits never
+    // wait for room, so the join cannot be interrupted itself.
+    auto join_lanes = [&] {
+      for (const OpenRegStream& lane : lanes_) {
+        auto join = sim::Event::create();
+        lane.sim().record(join);
+        main.wait(join);
       }
+      auto done = sim::Event::create();
+      main.record(done);
+      last_launch_ = std::move(done);
+    };
+    try {
+      for (std::size_t i = 0; i < captured_.nodes.size(); ++i) {
+        const Node& node = captured_.nodes[i];
+        sim::Stream& on = node.lane == 0 ? main : lanes_[static_cast<std::size_t>(node.lane) - 1].sim();
+        switch (node.kind) {
+          case NodeKind::kKernel: {
+            sim::Task task = node.make(node.seed ? seed_of(node) : 0);
+            if (node.cost) {
+              on.launch(names_[i], std::move(task), *node.cost);
+            } else {
+              on.launch(names_[i], std::move(task));
+            }
+            break;
+          }
+          case NodeKind::kCopy:
+            on.copy(node.dst, node.src, node.bytes, names_[i]);
+            break;
+          case NodeKind::kRecord:
+            if (records_[i]) on.record(records_[i]);
+            break;
+          case NodeKind::kWait:
+            on.wait(records_[node.record]);
+            break;
+          case NodeKind::kKeep:
+            break;
+        }
+      }
+    } catch (...) {
+      join_lanes();
+      throw;
     }
-    // The launch is done when every lane is: the lanes join back into `stream`.
-    for (const OpenRegStream& lane : lanes_) {
-      auto join = sim::Event::create();
-      lane.sim().record(join);
-      main.wait(join);
-    }
-    auto done = sim::Event::create();
-    main.record(done);
-    last_launch_ = std::move(done);
+    join_lanes();
   });
 }
 

@@ -14,4 +14,13 @@ using HostWaitCheck = void (*)();
 //! Installs `check` (nullptr: none). Thread-safe.
 OPENREG_BACKEND_API void set_host_wait_check(HostWaitCheck check) noexcept;
 
+//! Called on a host thread as it starts sleeping in such a wait, or in a launch held by a full launch
+//! queue, where it holds no lock of openreg's: returns a token for the matching HostReacquire, called
+//! on the same thread once the wait has ended (Note [Host waits hold no GIL] in sim/src/host_wait.cpp).
+using HostRelease = void* (*)();
+using HostReacquire = void (*)(void* token);
+
+//! Installs the pair (either may be nullptr: none). Once, at load time; not concurrent with waits.
+OPENREG_BACKEND_API void set_host_sleep_hooks(HostRelease release, HostReacquire reacquire) noexcept;
+
 }  // namespace c10::openreg

@@ -8,6 +8,7 @@
 #include <openreg/sim/cost.h>
 #include <openreg/sim/profile.h>
 #include <openreg/sim/runtime.h>
+#include <openreg/sim/timing_only.h>
 #include <openreg/sim/virtual_time.h>
 
 #include "backend/runtime/Device.h"
@@ -34,13 +35,15 @@ bool timing_only_execution() {
   return detail::started_runtime().config().execute == ::openreg::sim::ExecuteMode::kTiming;
 }
 
+std::size_t timing_only_moved_bytes() noexcept { return ::openreg::sim::kTimingOnlyMovedBytes; }
+
 std::int64_t virtual_now_ns() { return detail::started_runtime().virtual_now_ns(); }
 
 VirtualDeviceTime virtual_device_time(c10::DeviceIndex index) {
   ::openreg::sim::DeviceTimeStats s;
   translate_sim_errors([&] { s = detail::started_runtime().device_time_stats(index); });
-  return VirtualDeviceTime{s.compute_busy_ns, s.copy_busy_ns, s.comm_busy_ns, s.busy_ns,
-                           s.exposed_comm_ns, s.kernels,      s.peak_ns,      s.end_ns};
+  return VirtualDeviceTime{s.compute_busy_ns, s.copy_busy_ns, s.comm_busy_ns, s.busy_ns, s.exposed_comm_ns,
+                           s.kernels,         s.peak_ns,      s.end_ns,       s.work_items};
 }
 
 std::optional<CollectiveEstimate> modelled_collective(const std::string& kind, double bytes, int ranks, int nodes) {

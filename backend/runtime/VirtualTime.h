@@ -7,6 +7,7 @@
 
 #include <c10/core/Device.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +37,10 @@ OPENREG_BACKEND_API std::optional<ProfileSummary> device_profile();
 //! execution] in sim/src/stream.cpp). Starts the runtime.
 OPENREG_BACKEND_API bool timing_only_execution();
 
+//! In timing-only execution, the largest copy or collective (bytes) that still moves its data (Note
+//! [Control data in timing-only execution] in sim/src/stream.cpp).
+OPENREG_BACKEND_API std::size_t timing_only_moved_bytes() noexcept;
+
 //! The calling thread's virtual time, ns since the runtime started (0 without a profile).
 OPENREG_BACKEND_API std::int64_t virtual_now_ns();
 
@@ -49,6 +54,7 @@ struct VirtualDeviceTime {
   std::int64_t kernels = 0;
   double peak_ns = 0;  //!< the kernels' FLOPs at the profile's peak for their formats
   std::int64_t end_ns = 0;
+  std::int64_t work_items = 0;  //!< kernels, copies and collectives placed so far
 };
 OPENREG_BACKEND_API VirtualDeviceTime virtual_device_time(c10::DeviceIndex index);
 

@@ -1,5 +1,6 @@
 // Ctrl-C during a host wait (Note [Interruptible host waits] in sim/src/host_wait.cpp): the check the
-// runtime runs while a host thread sleeps in a synchronize. On Python's main thread (the only thread
+// runtime runs while a host thread sleeps in a synchronize or a launch held by a full launch queue, and
+// the GIL given up meanwhile. On Python's main thread (the only thread
 // whose signal handlers Python runs) it runs the pending handlers; one that raises (KeyboardInterrupt
 // for SIGINT) ends the wait with that Python exception, which torch's error handling restores when the
 // exception reaches Python (torch.openreg.synchronize, Tensor.item, torch.accelerator.synchronize, ...).
@@ -42,6 +43,17 @@ void run_python_signal_handlers() {
   throw raised;
 }
 
+// Note [Host waits hold no GIL] in sim/src/host_wait.cpp: a thread that sleeps waiting for the device
+// gives the GIL up, so a communication thread that completes a collective can take it meanwhile.
+void* release_gil() {
+  if (!interpreter_running() || PyGILState_Check() == 0) return nullptr;
+  return PyEval_SaveThread();
+}
+
+void reacquire_gil(void* token) {
+  if (token != nullptr) PyEval_RestoreThread(static_cast<PyThreadState*>(token));
+}
+
 }  // namespace
 
 void bind_host_wait(pybind11::module_& m) {
@@ -49,4 +61,5 @@ void bind_host_wait(pybind11::module_& m) {
   const auto main = pybind11::module_::import("threading").attr("main_thread")().attr("ident");
   g_main_thread.store(main.cast<unsigned long>(), std::memory_order_relaxed);
   c10::openreg::set_host_wait_check(&run_python_signal_handlers);
+  c10::openreg::set_host_sleep_hooks(&release_gil, &reacquire_gil);
 }

@@ -1,5 +1,7 @@
 #include "copy_engine.h"
 
+#include "openreg/sim/timing_only.h"
+
 #ifdef __linux__
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -232,7 +234,7 @@ void CopyEngine::run() {
     }
     WorkItem& item = *job.item;
     const std::int64_t start = now_ns();
-    if (!execute_) {
+    if (!execute_ && item.bytes > kTimingOnlyMovedBytes) {
       // Note [Timing-only execution]: what the host reads back is zeros; device memory is untouched.
       if (item.host_dst) std::memset(item.dst, 0, item.bytes);
     } else if (item.host_dst) {

@@ -6,8 +6,8 @@
 namespace openreg::sim {
 
 //! While alive, the calling thread's sleeping waits run the installed HostWaitCheck (and so may throw).
-//! Opened by the synchronize() entry points only: teardown, destructors and the launch-queue bound
-//! wait uninterruptibly.
+//! Opened by the synchronize() entry points and the launch-queue bound; teardown and destructors wait
+//! uninterruptibly.
 class InterruptibleHostWait {
  public:
   InterruptibleHostWait() noexcept;
@@ -17,6 +17,20 @@ class InterruptibleHostWait {
 
  private:
   bool previous_;
+};
+
+//! While alive, the calling thread has given up what the installed HostSleepHooks release, if it is
+//! inside an InterruptibleHostWait (Note [Host waits hold no GIL]); otherwise it does nothing.
+class HostLocksReleased {
+ public:
+  HostLocksReleased() noexcept;
+  ~HostLocksReleased();
+  HostLocksReleased(const HostLocksReleased&) = delete;
+  HostLocksReleased& operator=(const HostLocksReleased&) = delete;
+
+ private:
+  const HostSleepHooks* hooks_ = nullptr;
+  void* token_ = nullptr;
 };
 
 //! Counts the calling thread as asleep in a wait for device work while alive (host_threads_asleep()).

@@ -64,6 +64,8 @@ class ProgressCounter {
     }
     const HostWaitCheck check = host_wait_check_here();
     const HostAsleep asleep;  // Note [Host threads asleep]
+    // Before the lock, so it ends after the lock is released (Note [Host waits hold no GIL]).
+    const HostLocksReleased released;
     std::unique_lock<std::mutex> lock(mutex_);
     Waiter self{target, nullptr};
     enroll(self);

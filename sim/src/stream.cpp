@@ -22,6 +22,18 @@
 // reads back (.item(), .cpu(), data-dependent shapes) is zero. Host callbacks still run. The results
 // are meaningless; the times, the memory peak and out-of-memory errors are the model's.
 
+// Note [Control data in timing-only execution]
+// A program reads some device values back to steer itself, not as results: DDP allgathers each rank's
+// parameter count and shapes and checks them, and broadcasts rank 0's bucket assignment, which every
+// rank then indexes its gradients by. Read as zeros these raised "Rank 0 has 4 params, while rank 0
+// has inconsistent 0 params", or built no buckets and crashed in the backward. Such data comes from
+// the host and travels unchanged through copies and collectives, so those still move small data:
+// a copy of at most kTimingOnlyMovedBytes (openreg/sim/timing_only.h) runs (the copy engine), and so
+// does a collective on tensors that small (python/torch_openreg/_distributed/_group.py). Kernels never
+// run: what they would compute is not the program's control data, and a small kernel over a large
+// input would read the whole unbacked input. A value a kernel should have written reads as zero, or
+// as what the block held before (small blocks are reused); never as the GPU's value.
+
 // Note [Failure reporting]
 // Every failed work item is reported, never zero times, once per place the program looks:
 //  - its stream: the stream keeps the first unreported failure's message and a count of those after
@@ -204,6 +216,9 @@ WorkItem* Stream::acquire_item() {
 // When it pushes, at most t - completed <= N tickets are uncompleted, its own included (R <= N), and a
 // higher ticket needs strictly more completions, so concurrent producers cannot overshoot the bound
 // together (only markers and device-thread enqueues, which do not wait, can).
+// The wait is interruptible (Note [Interruptible host waits] in host_wait.cpp) and gives up the GIL
+// (Note [Host waits hold no GIL]): Ctrl-C raises within kHostWaitCheckInterval, the interrupted launch
+// pushes a no-op in its item's place, and the op that issued it raises KeyboardInterrupt.
 // Why half, not the first free slot: a producer that waited for one free slot was woken, pushed one
 // item and slept again at every completion, two context switches per item from the moment the queue
 // filled. Woken at half, it refills N/2 items without waiting while the device still has N/2 queued.
@@ -236,21 +251,36 @@ void Stream::enqueue(WorkItem* item, const KernelCost* cost) {
   // producer still held by the bound, which the same completions release).
   const std::uint64_t ticket = s_->enqueued.fetch_add(1, std::memory_order_acq_rel) + 1;
   const bool marker = is_marker(item->kind);
+  auto push = [this](WorkItem* ticketed, const KernelCost* its_cost) {
+    if (s_->clock != nullptr) s_->clock->place(device_index(), s_->timeline, *ticketed, its_cost, on_device_thread());
+    const bool pushed = s_->queue.push(ticketed);
+    OPENREG_SIM_ASSERT(pushed, "lock-free queue push failed");
+    // acq_rel: release publishes the push to the owner; acquire (on 0 -> 1) makes the previous owner's
+    // writes (recycled items, `self` reset) visible to us, the new owner.
+    if (s_->pending.fetch_add(1, std::memory_order_acq_rel) == 0) {
+      s_->self = shared_from_this();
+      dispatch();
+    }
+  };
   if (on_device_thread()) {
     detail::g_device_thread_enqueues.fetch_add(1, std::memory_order_relaxed);
   } else if (!marker && s_->completed.load() + s_->queue_depth < ticket) {
     // Full at our ticket: wait until the stream has drained to half (Note [Bounded launch queue]).
-    s_->completed.wait_at_least(ticket - (s_->queue_depth - s_->queue_depth / 2));
+    try {
+      InterruptibleHostWait interruptible;  // Note [Interruptible host waits]
+      s_->completed.wait_at_least(ticket - (s_->queue_depth - s_->queue_depth / 2));
+    } catch (...) {
+      // Interrupted: the ticket is ours, so a no-op takes the item's place (the stream's counts stay
+      // whole: a later synchronize still finds every ticket completed) and the launch raises.
+      item->clear();
+      item->kind = ItemKind::kHostCallback;
+      item->name = "interrupted launch";
+      item->fn = [] {};
+      push(item, nullptr);
+      throw;
+    }
   }
-  if (s_->clock != nullptr) s_->clock->place(device_index(), s_->timeline, *item, cost, on_device_thread());
-  const bool pushed = s_->queue.push(item);
-  OPENREG_SIM_ASSERT(pushed, "lock-free queue push failed");
-  // acq_rel: release publishes the push to the owner; acquire (on 0 -> 1) makes the previous owner's
-  // writes (recycled items, `self` reset) visible to us, the new owner.
-  if (s_->pending.fetch_add(1, std::memory_order_acq_rel) == 0) {
-    s_->self = shared_from_this();
-    dispatch();
-  }
+  push(item, cost);
 }
 
 namespace {

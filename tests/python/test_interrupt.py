@@ -38,3 +38,23 @@ def test_sigint_ends_a_host_wait_and_the_process_stays_usable(wait):
         "done afterwards: True",
         "result right: True",
     ], err
+
+
+@pytest.mark.parametrize("wait", ["work()", "g.replay()"], ids=["eager_ops", "graph_replay"])
+def test_sigint_ends_a_wait_for_room_in_a_full_launch_queue(wait):
+    """The launch that waits raises KeyboardInterrupt and does not run; the launches before it do, and
+    the same ops (or the same graph) run again afterwards with the right result (Note [Bounded launch
+    queue] in sim/src/stream.cpp)."""
+    child = interrupt_child.start(wait, launch_queue=True)
+    try:
+        assert child.stdout.readline().strip() == "waiting", child.stderr.read()
+        interrupt_child.interrupt(child)
+        out, err = child.communicate(timeout=TIMEOUT_S)
+    finally:
+        child.kill()
+    assert child.returncode == 0, err
+    assert out.splitlines() == [
+        "interrupted, work pending: True",
+        "done afterwards: True",
+        "result right: True",
+    ], err

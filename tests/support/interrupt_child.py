@@ -44,18 +44,62 @@ print("done afterwards:", done.query(), flush=True)
 print("result right:", abs(y.sum().item() - reference) <= 1e-3 * abs(reference) + 1e-2, flush=True)
 """
 
+# A child whose host waits for room in a full launch queue (OPENREG_LAUNCH_QUEUE_DEPTH=4): the queue
+# holds 4 matmuls of about 0.25 s each, and the launch in `{wait}` waits for 2 of them to complete.
+LAUNCH_QUEUE_CHILD = """
+import time, torch
+
+x = torch.randn(512, 512, device="openreg:0")
+(x @ x).sum().item()  # warm-up
+start = time.perf_counter()
+(x @ x).sum().item()
+one = time.perf_counter() - start
+n = max(512, int(512 * (0.25 / one) ** (1 / 3)) // 64 * 64)  # a matmul of about 0.25 s
+a = torch.randn(n, n, device="openreg:0") / n ** 0.5
+reference = (a.cpu() @ a.cpu()).sum().item()
+
+def work():
+    global y
+    for _ in range(12):
+        y = a @ a
+
+g = torch.openreg.OpenRegGraph()
+with torch.openreg.graph(g):
+    work()
+torch.openreg.synchronize()
+for _ in range(4):  # fills the launch queue
+    y = a @ a
+done = torch.openreg.Event()
+done.record()
+print("waiting", flush=True)
+try:
+    {wait}
+except KeyboardInterrupt:
+    print("interrupted, work pending:", not done.query(), flush=True)
+else:
+    print("the wait ended without an interrupt", flush=True)
+torch.openreg.synchronize()
+print("done afterwards:", done.query(), flush=True)
+{wait}
+torch.openreg.synchronize()
+print("result right:", abs(y.sum().item() - reference) <= 1e-3 * abs(reference) + 1e-2, flush=True)
+"""
+
 #: How long after "waiting" the signal comes: well inside the wait's sleep.
 INTO_THE_WAIT_S = 0.3
 
 
-def start(wait: str) -> subprocess.Popen:
-    """Starts the child with `wait` (a Python statement; `done`, `generic`, `y` are in scope)."""
-    code = textwrap.dedent(CHILD).replace("{wait}", wait)
+def start(wait: str, launch_queue: bool = False) -> subprocess.Popen:
+    """Starts the child with `wait` (a Python statement; `done`, `generic`, `y` are in scope); with
+    `launch_queue`, the child whose `wait` (`work()` or `g.replay()`) waits for room in a full launch
+    queue."""
+    code = textwrap.dedent(LAUNCH_QUEUE_CHILD if launch_queue else CHILD).replace("{wait}", wait)
+    env = dict(os.environ, OPENREG_LAUNCH_QUEUE_DEPTH="4") if launch_queue else None
     # SIGINT's default disposition in the child: a parent started in the background by a shell without job
     # control (a CI runner, `cmd &`) ignores SIGINT, the child would inherit that, and Python installs no
     # handler for an ignored signal.
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def interrupt(child: subprocess.Popen) -> float:

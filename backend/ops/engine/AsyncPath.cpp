@@ -422,8 +422,10 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
   // The returns: fresh outputs allocated, written arguments, views.
   Returns returns = make_returns(plan, args, *geometry, device);
 
-  // The work item, unless the call only makes views. A random op takes its seed now, when it is issued.
-  if (plan.writes || !returns.fresh.empty()) {
+  // The work item, unless the call only makes views. An op that neither writes nor returns anything
+  // runs for its effect (a device-side assert, _assert_async). A random op takes its seed now, when it
+  // is issued.
+  if (plan.writes || !returns.fresh.empty() || plan.returns.empty()) {
     // Under a graph capture a random op also notes where its seed came from, for the replays.
     c10::openreg::capture::SeedSource source;
     const bool capturing = c10::openreg::capture::capture_underway() && plan.random;

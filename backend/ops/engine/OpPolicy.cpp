@@ -58,6 +58,13 @@ bool multinomial_reads_data(c10::ArrayRef<c10::IValue> args) {
   return !args[2].toBool() || args[1].toInt() <= 1 || !c10::isFloatingType(args[0].toTensor().scalar_type());
 }
 
+// _assert_async is a device-side assert on CUDA: the host checks only that the tensor has one element,
+// then launches a kernel that traps on zero, reported at a later synchronize and never waited for. So
+// here a one-element call runs asynchronously (its failure is the work item's, at the stream's next
+// synchronize; in timing-only execution the kernel, and so the assert, does not run: the value was never
+// computed), and any other call takes the sync path, where CPU's kernel raises CUDA's host error.
+bool assert_async_checks_numel(c10::ArrayRef<c10::IValue> args) { return args[0].toTensor().numel() != 1; }
+
 bool by_prefix(Rule rule) { return rule == Rule::kMakesQuantized || rule == Rule::kMakesSparse; }
 
 // THE table (Note [Op policy: every per-op special case in one table]).
@@ -73,7 +80,6 @@ constexpr PolicyEntry kOpPolicies[] = {
     {"aten::unique_dim", Rule::kDataDependent},
     {"aten::bincount", Rule::kDataDependent},
     {"aten::repeat_interleave", Rule::kDataDependent},
-    {"aten::_assert_async", Rule::kDataDependent},
     {"aten::_linalg_check_errors", Rule::kDataDependent},
     {"aten::_local_scalar_dense", Rule::kDataDependent},
     {"aten::equal", Rule::kDataDependent},
@@ -180,6 +186,7 @@ constexpr PolicyEntry kOpPolicies[] = {
     // Host code that reads the data for some arguments: those calls take the sync path, where CPU's
     // kernel raises its errors at the call, as CUDA's host code does.
     {"aten::multinomial", Rule::kReadsDataOnHostWhen, nullptr, &multinomial_reads_data},
+    {"aten::_assert_async", Rule::kReadsDataOnHostWhen, nullptr, &assert_async_checks_numel},
     {"aten::masked_fill_", Rule::kReadsDataOnHostWhen, nullptr, &masked_fill_reads_value},
     {"aten::addbmm_", Rule::kResizesSelfWhen, nullptr, &addbmm_resizes_self},
 };

@@ -122,8 +122,27 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             self._clock = _clock._Clock(self, self._store, self._timeout)
         return self._clock
 
+    def _describe(self) -> str:
+        """The group as a failure names it: c10d's name and, when set, its description."""
+        try:
+            name, desc = self.group_name, self.group_desc
+        except RuntimeError:  # not registered with c10d (yet): no name to give
+            return ""
+        if not name:
+            return ""
+        return f"group {name} ({desc})" if desc and desc != "undefined" else f"group {name}"
+
     def _place(self, job: _Job, calls) -> None:
-        """Gives a device collective its virtual span (Note [Collectives on the virtual clock])."""
+        """Gives a device collective its virtual span (Note [Collectives on the virtual clock]). A failed
+        exchange of times fails the collective here, at the call, as the communication thread would."""
+        try:
+            self._place_on_clock(job, calls)
+        except _clock.ExchangeFailed as err:
+            job._finish(err)  # its end fails too: nothing can wait on it forever
+            assert job.error is not None
+            raise job.error from err
+
+    def _place_on_clock(self, job: _Job, calls) -> None:
         name, args, _ = calls[0]
         kind = _clock.KINDS.get(name)
         if kind is None:
@@ -136,7 +155,15 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
                 job.end.place(*clock.send(peer, nbytes, job.reach_ns))
             else:
                 posted = clock.post_recv(peer)
-                job.defer_span(lambda: job.end.place(*clock.recv_span(posted, peer, nbytes, job.reach_ns)))
+
+                def resolve() -> None:
+                    try:
+                        span = clock.recv_span(posted, peer, nbytes, job.reach_ns)
+                    except _clock.ExchangeFailed as err:
+                        raise job.failure(err) from err  # the job may have ended: only its waiter hears
+                    job.end.place(*span)
+
+                job.defer_span(resolve)
             return
         opts = args[-1] if args else None
         root = int(getattr(opts, "rootRank", -1)) if opts is not None else -1
@@ -222,10 +249,10 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             done = _Job(op, None, [], None, None, None)
             done._finish(None)
             return _HostWork(done, outputs)
-        if virtual and _clock.timing_only() and calls[0][0] != "recv_anysource":
+        if virtual and _clock.timing_only() and not _moves_in_timing_only(calls):
             launches, post_views = [], []  # timing-only execution: no data moves
         stream = _stream_args(_om().current_stream(conv.device)) if conv.device is not None else None
-        job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, stream)
+        job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, stream, group=self._describe())
         if virtual:
             self._place(job, calls)  # before the job is shared: the span is fixed first
         _om().sanitizer._collective(job, calls)  # torch.openreg.sanitizer: one call per collective
@@ -237,6 +264,27 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             work = _DeviceWork(job, [t for t in outputs if t.device.type == BACKEND_NAME])
         self._coalesced_work = work
         return work
+
+
+# gloo's collectives whose size is the same on every rank of the group (send and recv: on both sides
+# of the pair), so every rank takes the same decision below; gather, scatter and all_to_all are not.
+_SAME_SIZE_ON_EVERY_RANK = frozenset(
+    {"allreduce", "allreduce_coalesced", "broadcast", "reduce", "allgather", "_allgather_base",
+     "allgather_coalesced", "reduce_scatter", "_reduce_scatter_base", "send", "recv"}
+)
+
+
+def _moves_in_timing_only(calls) -> bool:
+    """Whether a device collective still moves its data in timing-only execution: control data (DDP's
+    parameter counts and shapes, its bucket assignment) is small and comes from the host, so a
+    collective of at most the sim's moved-bytes bound runs on gloo as in compute mode (Note [Control
+    data in timing-only execution] in sim/src/stream.cpp). recv_anysource always runs: its sender is
+    only known once data arrives."""
+    if calls[0][0] == "recv_anysource":
+        return True
+    if any(name not in _SAME_SIZE_ON_EVERY_RANK for name, _, _ in calls):
+        return False
+    return _clock.payload_bytes(calls) <= _clock._C()._timing_only_moved_bytes()
 
 
 _collectives.install(ProcessGroupOpenReg)

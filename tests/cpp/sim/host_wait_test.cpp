@@ -179,5 +179,90 @@ TEST_F(HostWaitTest, AHostThreadCountsAsAsleepOnlyWhileItSleepsInAWait) {
   EXPECT_EQ(host_threads_asleep(), 0);
 }
 
+// A producer held by a full launch queue (Note [Bounded launch queue]) is interruptible too: its launch
+// throws, a no-op takes its place (the stream's counts stay whole), and its own work never runs.
+TEST_F(HostWaitTest, ALaunchWaitingForRoomInAFullQueueIsInterruptibleAndDoesNotRun) {
+  Config config = make_config(1, 1);
+  config.launch_queue_depth = 2;
+  Runtime small{config};
+  auto s = small.device(0).create_stream();
+  auto ran = block(*s);
+  s->launch("queued", [] {});
+  std::atomic<bool> interrupted_ran{false};
+  arm_once_sleeping();
+  EXPECT_THROW(s->launch("interrupted", [&] { interrupted_ran.store(true); }), Interrupted);
+  arming.join();
+  EXPECT_FALSE(ran->load(std::memory_order_acquire)) << "the launch returned only after the queue drained";
+  g_armed = false;
+  gate.open();
+  s->synchronize();  // returns: every ticket completed, the interrupted one's no-op included
+  EXPECT_TRUE(ran->load(std::memory_order_acquire));
+  EXPECT_FALSE(interrupted_ran.load());
+  EXPECT_EQ(s->completed_count(), s->enqueued_count());
+  std::atomic<bool> later_ran{false};
+  s->launch("later", [&] { later_ran.store(true); });
+  s->synchronize();
+  EXPECT_TRUE(later_ran.load());
+}
+
+// Note [Host waits hold no GIL]: the client's hooks run around the sleep of an interruptible wait (a
+// synchronize, a launch held by a full queue), on the sleeping thread, never around the others.
+std::atomic<int> g_released{0};
+std::atomic<int> g_reacquired{0};
+int g_token = 0;
+void* count_release() {
+  g_released.fetch_add(1);
+  return &g_token;
+}
+void count_reacquire(void* token) {
+  EXPECT_EQ(token, &g_token);
+  g_reacquired.fetch_add(1);
+}
+const HostSleepHooks kCountingHooks{&count_release, &count_reacquire};
+
+TEST_F(HostWaitTest, SleepHooksRunAroundInterruptibleWaitsOnly) {
+  set_host_wait_check(nullptr);
+  set_host_sleep_hooks(&kCountingHooks);
+  g_released = 0;
+  g_reacquired = 0;
+  // Blocks `stream` on a gate of its own that a thread opens after a few check intervals.
+  auto held = [](Stream& stream) {
+    auto gate = std::make_shared<Gate>();
+    stream.launch("held", [gate] { EXPECT_TRUE(gate->wait()); });
+    return std::thread([gate] {
+      std::this_thread::sleep_for(3 * kHostWaitCheckInterval);
+      gate->open();
+    });
+  };
+  {  // a synchronize that sleeps
+    auto s = dev.create_stream();
+    std::thread opener = held(*s);
+    s->synchronize();
+    opener.join();
+    EXPECT_EQ(g_released.load(), 1);
+    EXPECT_EQ(g_reacquired.load(), 1);
+  }
+  {  // a teardown wait: no hooks
+    auto s = dev.create_stream();
+    std::thread opener = held(*s);
+    dev.destroy_stream(s->id());
+    opener.join();
+    EXPECT_EQ(g_released.load(), 1);
+  }
+  {  // a launch held by a full launch queue
+    Config config = make_config(1, 1);
+    config.launch_queue_depth = 1;
+    Runtime small{config};
+    auto s = small.device(0).create_stream();
+    std::thread opener = held(*s);
+    s->launch("waits for room", [] {});
+    EXPECT_EQ(g_released.load(), 2);
+    EXPECT_EQ(g_reacquired.load(), 2);
+    opener.join();
+    s->synchronize();
+  }
+  set_host_sleep_hooks(nullptr);
+}
+
 }  // namespace
 }  // namespace openreg::sim
