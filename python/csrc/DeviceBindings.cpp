@@ -82,6 +82,7 @@ void bind_device(py::module_& m) {
           return py::make_tuple(t->ns, t->algorithm);
         }));
   m.def("_timing_only", torch::wrap_pybind_function([] { return ore::timing_only_execution(); }));
+  m.def("_timing_only_moved_bytes", [] { return ore::timing_only_moved_bytes(); });
   m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));
   m.def("_virtual_device_time", torch::wrap_pybind_function([](std::int64_t device) {
           const ore::VirtualDeviceTime t = ore::virtual_device_time(ore::checked_device_index(device));
