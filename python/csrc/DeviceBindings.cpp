@@ -95,6 +95,7 @@ void bind_device(py::module_& m) {
           out["kernels"] = t.kernels;
           out["peak_ns"] = t.peak_ns;
           out["end_ns"] = t.end_ns;
+          out["work_items"] = t.work_items;
           return out;
         }));
 }

@@ -209,6 +209,7 @@ struct VirtualClock::DeviceTimeline {
   // all_busy: anything; work_busy: kernels or copies (all_busy less work_busy is exposed communication).
   IntervalUnion kernels_busy, copies_busy, comm_busy, work_busy, all_busy;
   std::int64_t kernels = 0;
+  std::int64_t work_items = 0;  // kernels, copies and collectives
   double peak_ns = 0;
   std::int64_t end;  // latest end of anything placed
 };
@@ -315,6 +316,7 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
       d.work_busy.add(start, end);
       d.all_busy.add(start, end);
       ++d.kernels;
+      ++d.work_items;
       if (cost != nullptr && cost->flops > 0) d.peak_ns += cost->flops / peak_flops(p, *cost) * 1e9;
       break;
     }
@@ -326,6 +328,7 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
       d.copies_busy.add(start, end);
       d.work_busy.add(start, end);
       d.all_busy.add(start, end);
+      ++d.work_items;
       const bool pageable = !item.pinned && (item.route == CopyRoute::kHostToDevice || item.route == CopyRoute::kDeviceToHost);
       if (h != nullptr && pageable) h->now = std::max(h->now, end);  // synchronous, as on CUDA
       break;
@@ -359,6 +362,7 @@ void VirtualClock::place_communication(int device, std::int64_t start, std::int6
   std::lock_guard lock(d.mutex);
   d.comm_busy.add(start, end);
   d.all_busy.add(start, end);
+  ++d.work_items;
   d.end = std::max(d.end, end);
 }
 
@@ -405,6 +409,7 @@ DeviceTimeStats VirtualClock::stats(int device) {
   s.kernels = d.kernels;
   s.peak_ns = d.peak_ns;
   s.end_ns = d.end - origin_;
+  s.work_items = d.work_items;
   return s;
 }
 

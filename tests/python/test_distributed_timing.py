@@ -266,3 +266,79 @@ def test_fsdp2_over_eight_ranks_of_a_model_too_large_for_this_host(timing_only):
         # does not is reported as exposed communication.
         assert 0 < r["exposed"] < r["comm"] < r["wall"]
         assert r["compute"] < r["wall"] < r["compute"] + r["comm"]
+
+
+def _region_on_device_one(rank):
+    # The current device stays openreg:0; the rank's work is on openreg:1 (as a rank of a job placed
+    # by hand works on its own device): its regions report that device, and their MFU is its own.
+    dev = torch.device("openreg", 1)
+    grad = torch.empty(1 << 20, device=dev)
+    torch.openreg.synchronize(dev)
+    with torch.openreg.timing.region() as step:
+        _gemms(dev, 2)
+        dist.all_reduce(grad)
+    with torch.openreg.timing.region() as comm_only:
+        dist.all_reduce(grad)
+    return dict(step=[d.device for d in step.devices], mfu=[step.mfu, step.devices[0].mfu],
+                comm_only=[d.device for d in comm_only.devices], comm=comm_only.devices[0].comm)
+
+
+def test_a_ranks_region_reports_the_device_it_used_not_every_device(timing_only):
+    # Issue 44: a rank of a 2-process FSDP sizing run working on openreg:1 reported openreg:0 idle for
+    # the whole step, and the step's MFU as half its device's.
+    for r in spawn.run(_region_on_device_one, timeout_s=120):
+        assert r["step"] == [1]
+        assert r["mfu"][0] == r["mfu"][1] > 0
+        assert r["comm_only"] == [1]  # a collective alone marks its device used
+        assert r["comm"] > 0
+
+
+def _touch_the_device(rank):
+    _setup(rank)
+    torch.ones(1, device="openreg").sum()
+
+
+def test_the_timing_only_warning_is_said_once_per_job(timing_only, monkeypatch, capfd):
+    # Issue 44: `make demo`'s sizing part printed the same multi-line warning once per rank.
+    monkeypatch.delenv("RANK", raising=False)  # the ranks know theirs from torch.distributed
+    capfd.readouterr()
+    spawn.run(_touch_the_device, world=3, timeout_s=120)
+    assert capfd.readouterr().err.count("OPENREG_EXECUTE=timing") == 1
+
+
+def _dead_peer(rank):
+    from datetime import timedelta
+
+    dev = _setup(rank)
+    store = dist.distributed_c10d._get_default_store()
+    t = torch.ones(4, device=dev)
+    dist.all_reduce(t)  # every rank has made the group's transports (and its clock's)
+    torch.openreg.synchronize(dev)
+    if rank == 1:
+        store.set("rank1_exiting", "1")
+        os._exit(0)  # dies without destroying its groups
+    store.wait(["rank1_exiting"], timedelta(seconds=30))
+    try:
+        # Whether rank 1 has exited yet or exits while rank 0 waits for it, the collective fails.
+        dist.all_reduce(t)
+        torch.openreg.synchronize(dev)
+    except RuntimeError as err:
+        return str(err)
+    return None
+
+
+@pytest.mark.parametrize("profile", [None, "timing"])
+def test_a_dead_peer_fails_the_collective_by_name_and_group(profile, monkeypatch):
+    # Issue 44: in timing-only execution the error was gloo's bare "Connection closed by peer", from the
+    # exchange of virtual times; without a profile the same failure named the collective.
+    monkeypatch.delenv("OPENREG_RANKS_PER_NODE", raising=False)
+    if profile is None:
+        monkeypatch.delenv("OPENREG_DEVICE_PROFILE", raising=False)
+        monkeypatch.delenv("OPENREG_EXECUTE", raising=False)
+    else:
+        monkeypatch.setenv("OPENREG_DEVICE_PROFILE", "h100-sxm")
+        monkeypatch.setenv("OPENREG_EXECUTE", profile)
+    error, _ = spawn.run(_dead_peer, timeout_s=120, pg_timeout_s=20)
+    # Without a profile it surfaces at the synchronize, behind the stream's "waited on ... a failure".
+    assert error is not None
+    assert "openreg distributed allreduce on openreg:0 in group 0 (default_pg) failed: " in error, error

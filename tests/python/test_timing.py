@@ -470,3 +470,61 @@ def test_attention_backward_is_costed_from_its_query_key_and_value(run_python, c
         env={"OPENREG_EXECUTE": "timing"},
     )
     assert out["backward"] == pytest.approx(2 * out["forward"], rel=0.1)
+
+
+def test_a_region_reports_the_devices_the_process_used_and_its_mfu_over_them(run_python, check_ok):
+    # Issue 44: a rank working on openreg:1 saw openreg:0 reported idle for the whole step, and the
+    # step's MFU halved by it. A region reports the devices that work was issued to during it, by any
+    # thread (a kernel, a copy, a collective), else the current device.
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, threading, torch
+        torch.openreg.set_device(1)
+        a = torch.randn(1024, 1024, device="openreg")
+        host = torch.randn(1024, 1024).pin_memory()
+        torch.openreg.synchronize()
+
+        def devices(r):
+            return [d.device for d in r.devices]
+
+        with torch.openreg.timing.region() as matmul:
+            a @ a
+        with torch.openreg.timing.region() as copy:  # a copy alone: no kernel, the copy engine only
+            host.to("openreg", non_blocking=True)
+        with torch.openreg.timing.region() as nothing:
+            pass
+        torch.openreg.set_device(0)
+        with torch.openreg.timing.region() as other_thread:  # as autograd's device thread issues backward
+            t = threading.Thread(target=lambda: a @ a)
+            t.start(); t.join()
+        with torch.openreg.timing.region(0) as asked:
+            a @ a
+        print(json.dumps({
+            "matmul": devices(matmul), "mfu": [matmul.mfu, matmul.devices[0].mfu],
+            "copy": devices(copy), "nothing": devices(nothing), "other_thread": devices(other_thread),
+            "asked": devices(asked)}))
+        """,
+    )
+    assert out["matmul"] == [1]
+    assert out["mfu"][0] == out["mfu"][1] > 0  # the used device's MFU, not its mean with an idle one
+    assert out["copy"] == [1]
+    assert out["nothing"] == [1]  # nothing issued: the current device
+    assert out["other_thread"] == [1]  # not the current device 0: another thread's work was on 1
+    assert out["asked"] == [0]  # a device asked for is reported, used or not
+
+
+def test_the_timing_only_warning_is_said_by_rank_zero_only(run_python, check_ok):
+    # Issue 44: every rank of a sizing job printed the same multi-line warning (eight copies).
+    code = """
+        import torch
+        torch.ones(1, device="openreg")
+        """
+    env = {"OPENREG_EXECUTE": "timing", "RANK": None}
+    said = {}
+    for rank in (None, "0", "1", " 3 "):
+        proc = run_python(code, env=H100 | env | {"RANK": rank})
+        check_ok(proc)
+        said[rank] = proc.stderr.count("OPENREG_EXECUTE=timing")
+    assert said == {None: 1, "0": 1, "1": 0, " 3 ": 0}

@@ -31,6 +31,10 @@ gets a virtual span, decided at the call, on the calling thread, before the Work
 - Ordering check: with the times each rank sends its collective's kind; ranks that disagree get a
   RuntimeError at the call naming both (gloo finds this only later, or, in timing-only execution where
   no data moves, never).
+- A failed exchange (a dead peer, gloo's timeout) fails the collective at the call, worded as a failure
+  on the communication thread is ("openreg distributed <op> on openreg:N in group ... failed: <gloo's
+  error>", Note [Stream-ordered collectives] in _comm_queue.py): in timing-only execution the exchange
+  is the only transfer, so it is where a dead peer shows.
 - Timing-only execution (``OPENREG_EXECUTE=timing``): collectives on openreg tensors move no data and
   make no gloo transfer; only the exchange of times runs. Their outputs stay as they are (zeros).
 - ``torch.distributed._time_estimator``: between ``_start_time_estimate`` and ``_end_time_estimate``
@@ -70,6 +74,12 @@ KINDS: dict[str, str] = {
 }
 _KIND_CODES = {kind: i + 1 for i, kind in enumerate(sorted(set(KINDS.values())))}
 _KIND_NAMES = {code: kind for kind, code in _KIND_CODES.items()}
+
+
+class ExchangeFailed(RuntimeError):
+    """The ranks' exchange of virtual times failed (a dead peer, gloo's timeout): the collective that
+    made it fails with this, named as a failure on the communication thread names it (_Job.failure in
+    _comm_queue.py). Its text is gloo's; gloo's own error is its cause."""
 
 
 def _C() -> Any:  # noqa: N802 - the extension, imported lazily (registration must not load it)
@@ -125,7 +135,10 @@ class _Clock:
         opts._devices = list(group._gloo.options._devices)  # type: ignore[attr-defined]
         opts._timeout = timeout
         opts._threads = 2
-        self._gloo: Any = dist.ProcessGroupGloo(dist.PrefixStore("openreg-clock/", store), rank, size, opts)
+        try:
+            self._gloo: Any = dist.ProcessGroupGloo(dist.PrefixStore("openreg-clock/", store), rank, size, opts)
+        except RuntimeError as err:  # a rank that never comes: the store's timeout
+            raise ExchangeFailed(str(err)) from err
         self._lock = threading.Lock()
         self._lane_free = 0  # virtual end of the group's last collective (the same on every rank)
         self._sends: list[Any] = []  # gloo sends of our times still in flight (kept alive until done)
@@ -146,7 +159,10 @@ class _Clock:
         with self._lock:
             mine = torch.tensor([reach_ns, _KIND_CODES[kind], root, nbytes], dtype=torch.int64)
             gathered = torch.empty(self._size * 4, dtype=torch.int64)
-            self._gloo._allgather_base(gathered, mine).wait()
+            try:
+                self._gloo._allgather_base(gathered, mine).wait()
+            except RuntimeError as err:  # a dead peer ("Connection closed by peer"), gloo's timeout
+                raise ExchangeFailed(str(err)) from err
             rows = gathered.view(self._size, 4).tolist()
             for r, (_, code, their_root, _) in enumerate(rows):
                 if code != mine[1] or their_root != root:
@@ -166,18 +182,27 @@ class _Clock:
         """A send's span (it starts when its own stream reaches it); tells the receiver its time."""
         with self._lock:
             self._sends = [w for w in self._sends if not w.is_completed()]
-            self._sends.append(self._gloo.send([torch.tensor([reach_ns], dtype=torch.int64)], peer, 0))
+            try:
+                self._sends.append(self._gloo.send([torch.tensor([reach_ns], dtype=torch.int64)], peer, 0))
+            except RuntimeError as err:
+                raise ExchangeFailed(str(err)) from err
             return reach_ns, reach_ns + self._p2p_ns(peer, nbytes)
 
     def post_recv(self, peer: int):
         """Posts the receipt of a sender's time; ``recv_span`` reads it."""
         with self._lock:
             buf = torch.empty(1, dtype=torch.int64)
-            return buf, self._gloo.recv([buf], peer, 0)
+            try:
+                return buf, self._gloo.recv([buf], peer, 0)
+            except RuntimeError as err:
+                raise ExchangeFailed(str(err)) from err
 
     def recv_span(self, posted, peer: int, nbytes: int, reach_ns: int) -> tuple[int, int]:
         buf, work = posted
-        work.wait()
+        try:
+            work.wait()
+        except RuntimeError as err:
+            raise ExchangeFailed(str(err)) from err
         start = max(int(buf[0]), reach_ns)
         return start, start + self._p2p_ns(peer, nbytes)
 

@@ -16,8 +16,10 @@ NCCL's semantics, without blocking the host:
   ``get_future()`` is a Future on the device whose value is ready, stream-ordered, after the collective
   (its events are recorded on a side stream that waits on the end), for DDP comm hooks (_work.py).
 - A failed collective (gloo's timeout naming the operation, a dead peer) fails the end record with
-  "openreg distributed <op> on openreg:N failed: ...": every stream that waited on it reports it at its
-  next synchronize, like a failed kernel, and Work.wait() raises it if it is already known.
+  "openreg distributed <op> on openreg:N in group <name> (<desc>) failed: ...": every stream that
+  waited on it reports it at its next synchronize, like a failed kernel, and Work.wait() raises it if
+  it is already known. (With a device profile the exchange of virtual times can find a dead peer
+  first, at the call: it raises the same error there; Note [Collectives on the virtual clock].)
 - Tensors in flight are held by the queued job until the collective has ended, so their blocks cannot
   be freed (nor reused) meanwhile; after that, their prior uses are all complete (stream work before the
   start event, the collective itself), so the allocator may hand them out again at once.
@@ -52,9 +54,10 @@ def torch_openreg_C():  # noqa: N802 - imported lazily: registration must not lo
 class _Job:
     """One collective queued on a group's communication thread (Note [Stream-ordered collectives])."""
 
-    def __init__(self, op: str, device, launches, post, keep, stream) -> None:
+    def __init__(self, op: str, device, launches, post, keep, stream, group: str = "") -> None:
         self.op = op
         self.device = device
+        self.group = group  # how a failure names the group ("group 0 (default_pg)"), or ""
         self._launches = launches  # callables issuing gloo collectives on CPU views; each returns a Work
         self._post = post  # runs on the CPU views after gloo (AVG / PREMUL_SUM scaling), or None
         self._keep = keep  # the openreg tensors in flight: alive until the collective has ended
@@ -119,11 +122,18 @@ class _Job:
         else:
             self._finish(None)
 
+    def failure(self, err: BaseException) -> RuntimeError:
+        """``err`` (gloo's, often only "Connection closed by peer") as the error of this collective:
+        the one wording of a failed collective, whichever thread found it."""
+        where = f" on {self.device}" if self.device is not None else ""
+        group = f" in {self.group}" if self.group else ""
+        error = RuntimeError(f"openreg distributed {self.op}{where}{group} failed: {err}")
+        error.__cause__ = err
+        return error
+
     def _finish(self, err) -> None:
         if err is not None:
-            where = f" on {self.device}" if self.device is not None else ""
-            self.error = RuntimeError(f"openreg distributed {self.op}{where} failed: {err}")
-            self.error.__cause__ = err
+            self.error = self.failure(err)
         self._keep = None  # the blocks may be reused from now on: every use of them has ended
         self._issued = False
         if self.end is not None:

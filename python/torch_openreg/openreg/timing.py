@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ import torch
 
 from torch_openreg import _C
 
-from ._device import device_count, synchronize
+from ._device import current_device, device_count, synchronize
 from ._device_index import Device, _get_device_index
 from ._initialization import _lazy_call, _lazy_init
 
@@ -36,10 +37,24 @@ __all__ = ["DeviceTime", "Region", "collective", "enabled", "now", "profile", "r
 _on: bool = False
 
 
+def _job_rank() -> int | None:
+    """This process's rank in its job: torch.distributed's once it is initialized, else the RANK that
+    launchers (torchrun, SLURM wrappers) set; None for a process that is not one rank of several."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    value = os.environ.get("RANK", "").strip()
+    return int(value) if value.isdecimal() else None
+
+
 def _read_profile() -> None:
     global _on
     _on = _C._device_profile() is not None
-    if _C._timing_only():
+    # Said once per job: every rank of a sizing run would print the same lines (eight ranks, eight
+    # copies), and the ranks of a job share one setting of OPENREG_EXECUTE. Python's warnings module
+    # already says it only once per process.
+    if _C._timing_only() and _job_rank() in (None, 0):
         warnings.warn(
             "OPENREG_EXECUTE=timing: openreg devices only time their kernels and copies on the modelled GPU "
             "and do not run them; every value read back from an openreg device is zero (times, memory peaks "
@@ -165,16 +180,20 @@ class Region:
 
 class region:  # noqa: N801  (a context manager used like a function, as torch.profiler.record_function)
     """Measures a region in virtual time: its wall time on the host's clock and each device's busy,
-    idle and MFU figures. ``device``: one device (index or ``torch.device``), or None for all.
+    idle and MFU figures. ``device``: one device (index or ``torch.device``), or None for the devices
+    the region used: those on which work (a kernel, a copy or a collective) was issued during it, by
+    any thread of the process (autograd's included), or the current device if none was. A device the
+    process never touched is not reported idle, and does not dilute the region's MFU.
     ``synchronize`` (default True): wait for the devices at the end, so the wall time includes the
     work the region issued. Raises RuntimeError without a device profile."""
 
     def __init__(self, device: Device = None, synchronize: bool = True) -> None:
-        self._devices = [_get_device_index(device)] if device is not None else None
+        self._device = _get_device_index(device) if device is not None else None
         self._synchronize = synchronize
         self.result = Region()
         self._start_ns = 0
         self._start: dict[int, dict[str, Any]] = {}
+        self._current = 0
 
     def __enter__(self) -> Region:
         if not enabled():
@@ -182,20 +201,30 @@ class region:  # noqa: N801  (a context manager used like a function, as torch.p
                 "torch.openreg.timing.region needs a device profile: set OPENREG_DEVICE_PROFILE "
                 "(h100-sxm, a100-sxm, mi300x or a profile file's path) before the first use of openreg"
             )
-        if self._devices is None:
-            self._devices = list(range(device_count()))
-        self._start = {d: _C._virtual_device_time(d) for d in self._devices}
+        # Every device's figures: which ones the region uses is known only at its end.
+        candidates = [self._device] if self._device is not None else range(device_count())
+        self._start = {d: _C._virtual_device_time(d) for d in candidates}
+        self._current = current_device()
         self._start_ns = int(_C._virtual_now_ns())
         return self.result
 
+    def _used(self) -> list[int]:
+        if self._device is not None:
+            return [self._device]
+        # Work is placed on the virtual clock when it is issued (Note [Virtual time] in
+        # sim/src/virtual_clock.cpp), so the count of work items placed tells, before any synchronize,
+        # every device that work was issued to since __enter__, whichever thread issued it.
+        used = [d for d, start in self._start.items() if _C._virtual_device_time(d)["work_items"] > start["work_items"]]
+        return used or [self._current]
+
     def __exit__(self, *exc: object) -> None:
-        assert self._devices is not None
+        devices = self._used()
         if self._synchronize and exc[0] is None:
-            for d in self._devices:
+            for d in devices:
                 synchronize(d)
         wall_ns = int(_C._virtual_now_ns()) - self._start_ns
         self.result.wall = wall_ns / 1e9
-        for d in self._devices:
+        for d in devices:
             end = _C._virtual_device_time(d)
             start = self._start[d]
 

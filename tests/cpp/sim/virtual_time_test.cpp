@@ -333,6 +333,39 @@ TEST(VirtualTimeReproducible, TheSameProgramGivesTheSameTimelineToTheNanosecond)
   EXPECT_EQ(run(false, true), free_run);
 }
 
+// work_items tells which devices a program used (torch.openreg.timing.region): it counts kernels, copies
+// and collectives, even a copy that adds no busy time (it runs beside a kernel), and never event records
+// or waits.
+TEST_F(VirtualTime, WorkItemsCountKernelsCopiesAndCollectivesNotMarkers) {
+  Runtime runtime(profiled(2));
+  const DeviceProfile& p = *runtime.profile();
+  Device& dev = runtime.device(0);
+  auto s = dev.create_stream();
+  auto side = dev.create_stream();
+  auto other = runtime.device(1).create_stream();
+  const std::size_t bytes = 1024;
+  void* host = runtime.host_alloc_pinned(bytes);
+  void* device = dev.memory().allocate(bytes);
+  auto e = Event::create();
+  other->record(e);
+  other->wait(e);
+  s->launch("k", [] {}, gemm(1.0, p));
+  const DeviceTimeStats before = runtime.device_time_stats(0);
+  side->copy(device, host, bytes, "beside");  // microseconds, inside the 1 ms kernel
+  const DeviceTimeStats after = runtime.device_time_stats(0);
+  EXPECT_EQ(after.busy_ns, before.busy_ns);
+  EXPECT_EQ(after.work_items, before.work_items + 1);
+  const std::int64_t start = runtime.virtual_now_ns();
+  runtime.place_communication(0, start, start + 1000, nullptr);
+  s->synchronize();
+  side->synchronize();
+  other->synchronize();
+  EXPECT_EQ(runtime.device_time_stats(0).work_items, 3);
+  EXPECT_EQ(runtime.device_time_stats(1).work_items, 0);
+  dev.memory().free(device);
+  runtime.host_free_pinned(host);
+}
+
 TEST(VirtualTimeOff, WithoutAProfileNothingIsVirtual) {
   Runtime runtime(test::make_config(1, 1));
   EXPECT_EQ(runtime.profile(), nullptr);

@@ -22,6 +22,9 @@ struct DeviceTimeStats {
   std::int64_t kernels = 0;          //!< kernels placed
   double peak_ns = 0;                //!< the kernels' flops at the profile's peak for their formats (MFU's numerator)
   std::int64_t end_ns = 0;           //!< virtual end of the last work issued (ns since the runtime started)
+  //! kernels, copies and collectives placed: the program's work on the device, counted whatever its
+  //! span (a copy hidden behind another adds no busy time), so a change tells that the device was used
+  std::int64_t work_items = 0;
 };
 
 }  // namespace openreg::sim
