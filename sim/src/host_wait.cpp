@@ -32,15 +32,15 @@
 // (teardown, destructors) keep the GIL: they run where Python must not continue meanwhile.
 
 // Note [Host threads asleep]
-// A program's host thread issues work while the device runs it, so on a machine of N cores the device
-// kernels should leave the host one core while it issues, and may take all N while it sleeps waiting
-// for them (Note [The issuing host keeps a core] in backend/ops/engine/ExecuteThreads.cpp). Every host
+// How many host threads sleep waiting for device work: kernels' thread teams were once sized by it (a
+// kernel took the sleeping host's core); they no longer are, since whether the host sleeps when a kernel
+// starts is the machine's timing (Note [A kernel's team is decided at issue] in
+// backend/ops/engine/ExecuteThreads.cpp). It stays a momentary figure for tools and tests. Every host
 // wait for device work ends in ProgressCounter's sleeping branch (the synchronize() entry points, event
 // waits, and the launch queue's bound), which counts the thread here for as long as it sleeps. The
 // brief spin before it is not counted: a thread that spins still holds its core. Compute threads never
 // sleep there (device-side waits are stream-ordered, not blocking), so the count is of host threads.
-// relaxed: the count orders no memory; a reader sizing a kernel's team takes a momentary value, and a
-// stale one costs one kernel a thread more or less.
+// relaxed: the count orders no memory; a reader takes a momentary value.
 
 #include "host_wait.h"
 

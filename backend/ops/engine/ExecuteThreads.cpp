@@ -3,7 +3,6 @@
 #include "backend/runtime/Device.h"
 
 #include <openreg/sim/device.h>
-#include <openreg/sim/host_wait.h>
 
 #include <ATen/Parallel.h>
 
@@ -11,49 +10,83 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
-#include <chrono>
+#include <bit>
 #include <cstdint>
 
 namespace at::openreg {
 namespace {
 
-// Kernels currently running, per device. Relaxed: the counts only size
-// thread shares, they order no memory, and a momentarily stale value merely gives one kernel a
-// slightly different share.
-std::atomic<int> g_running[c10::openreg::kMaxDevices];
+// Note [A kernel's team is decided at issue]
+// ATen's CPU kernels split their work into as many chunks as their OpenMP team has threads, and a
+// reduction adds up its chunks' partial results in that grouping: a sum or mean over many elements,
+// layer norm's weight and bias gradients, a BLAS product split along K give other last bits for another
+// team size. A kernel's team was once sized when it started, from the kernels running at that instant,
+// the devices that had run one in the last 2 ms and whether the issuing host slept: under load or
+// schedule fuzzing the same seeded training step then gave another loss in 1 run of 10
+// (7.042246341705322 vs 7.042245864868164). CPU eager gives one result per thread count, and so does
+// openreg now: the team is decided when the kernel is issued, on the issuing thread, from the
+// program's own calls (team_at_issue), and travels with the kernel (a graph's kernel keeps its
+// capture's). What it counts:
+//  - the kernel itself: a long one (kLongKernelWork) may take every core, a short one every core but
+//    the issuing host's (Note [The issuing host keeps a core]);
+//  - the streams of its device that share the device: each stream that had a kernel issued among the
+//    device's last kStreamWindow kernels (the device's cap is split between them);
+//  - the devices that share the machine: every device on which the process has issued a kernel (Note
+//    [Devices that share the cores]).
+// So the same program issuing from one thread (or from threads the program orders, as autograd's one
+// thread per device is ordered with the caller) gets the same team for each kernel on every run,
+// whatever the load, the core the host happens to sleep on, or the fuzz seed. The price: a kernel that
+// starts while the host sleeps no longer takes the host's core (unless it is long), and a program that
+// once used a second device splits the machine with it from then on.
 
 // Note [Devices that share the cores]
-// When the last kernel of each device ended (steady clock, ns; 0: never). A kernel sized only from the
-// kernels running at its start took every core whenever the other device happened to be between two
-// kernels; in a data-parallel step that is most of the time at some instant, so each device's kernels
-// kept switching between one thread and a team of all cores, and a team that started while the other
-// device's next kernel arrived ran a core short: one OpenMP thread preempted by the other device's
-// kernel holds up its whole team at the next barrier. So a device whose kernels ran within the last
-// kSharingWindow counts as sharing the machine even between its kernels. A program that uses one
-// device never marks another, so its kernels keep the whole machine. Relaxed, as the counts above.
-std::atomic<std::int64_t> g_last_end_ns[c10::openreg::kMaxDevices];
-constexpr std::int64_t kSharingWindowNs = 2'000'000;
+// Devices' kernels share the machine's cores (the arenas share oneTBB's worker pool: Note [Elastic
+// device concurrency] in sim/src/device.cpp). A kernel that took every core whenever the other device
+// happened to be between two kernels ran a core short once the other device's next kernel arrived: one
+// OpenMP thread preempted by the other device's kernel holds up its whole team at the next barrier. So
+// every device the process has used counts as sharing the machine.
 
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// Issue-order state, per device. Relaxed: it only sizes teams and orders no memory; with one issuing
+// thread per device it is read and written in program order, which is what makes teams repeatable.
+constexpr int kTrackedStreams = 4;
+constexpr std::uint64_t kStreamWindow = 8;  // kernels
+constexpr std::int64_t kNoStream = -1;
 
-// The kernels that share the machine with one starting on `device`, where `running` kernels run now
-// (itself included): those, each kernel running on another device, and one for every other device
-// that ran a kernel within the sharing window.
-int machine_sharers(int device, int running) noexcept {
-  const int devices = c10::openreg::device_count();
-  const std::int64_t now = now_ns();
-  int sharers = running;
-  for (int d = 0; d < devices; ++d) {
-    if (d == device) continue;
-    const int others = g_running[d].load(std::memory_order_relaxed);
-    const std::int64_t last = g_last_end_ns[d].load(std::memory_order_relaxed);
-    sharers += others > 0 ? others : (last != 0 && now - last < kSharingWindowNs ? 1 : 0);
+struct DeviceIssues {
+  std::atomic<std::uint64_t> issued{0};
+  std::array<std::atomic<std::int64_t>, kTrackedStreams> stream{};
+  std::array<std::atomic<std::uint64_t>, kTrackedStreams> at{};  // `issued` at the stream's last kernel
+  DeviceIssues() {
+    for (auto& s : stream) s.store(kNoStream, std::memory_order_relaxed);
   }
-  return std::max(sharers, 1);
+};
+DeviceIssues g_issues[c10::openreg::kMaxDevices];
+std::atomic<std::uint64_t> g_devices_used{0};  // bit d: a kernel was issued on device d
+static_assert(c10::openreg::kMaxDevices <= 64, "one bit per device");
+
+// The streams of `d` that had a kernel issued among its last kStreamWindow kernels, this one (on
+// `stream`) included.
+int streams_sharing(DeviceIssues& d, std::int64_t stream) noexcept {
+  const std::uint64_t now = d.issued.fetch_add(1, std::memory_order_relaxed) + 1;
+  int slot = -1;
+  int oldest = 0;
+  for (int i = 0; i < kTrackedStreams; ++i) {
+    if (d.stream[i].load(std::memory_order_relaxed) == stream) slot = i;
+    if (d.at[i].load(std::memory_order_relaxed) < d.at[oldest].load(std::memory_order_relaxed)) oldest = i;
+  }
+  if (slot < 0) {
+    slot = oldest;
+    d.stream[slot].store(stream, std::memory_order_relaxed);
+  }
+  d.at[slot].store(now, std::memory_order_relaxed);
+  int sharing = 0;
+  for (int i = 0; i < kTrackedStreams; ++i) {
+    sharing += d.stream[i].load(std::memory_order_relaxed) != kNoStream &&
+               now - d.at[i].load(std::memory_order_relaxed) < kStreamWindow;
+  }
+  return std::max(sharing, 1);
 }
 
 // The cores this process may run on: what all devices' kernels share (Note [Elastic device
@@ -70,25 +103,20 @@ int machine_cores() {
 
 // Note [The issuing host keeps a core]
 // On a GPU the host thread that issues a program's ops runs on a core of its own while the device
-// computes. Here the device computes on the host's cores, so kernels leave the issuing host one core
-// while it is awake, and take every core while it sleeps waiting for them (Note [Host threads asleep]
-// in sim/src/host_wait.cpp: a synchronize, an item(), a full launch queue). Before this, a kernel got
-// an OpenMP team of every core while the host issued the next ops: three busy threads on two cores.
-// The scheduler then preempts one team thread, and the whole team waits for it at the next barrier;
-// a host-bound program such as a model's generate() fell into a slow mode that made one process 4x
-// slower than the next. A compute-bound program is hardly affected: its host soon runs ahead and sleeps
-// on the launch queue or a synchronize, and every kernel that starts from then on gets every core.
-// Only the kernels that start while a host thread is awake run one thread short, and only for that
-// kernel (a team's size is fixed when it opens). Except a long one (kLongKernelWork, as the kernel
-// estimates its own work: a matrix product's multiply-adds): a user who times one large matmul and then
-// synchronizes starts it while the host is still awake, on its way to the wait, and one thread short it
-// would take twice as long as on CPU eager. A long kernel takes every core: the host soon sleeps, and
-// until then its burst preempts a team thread for no longer than the burst. With several host threads
-// issuing at once, one that sleeps makes the count say "asleep" for all: the budget is a hint for the
-// usual one issuing thread.
-int kernel_cores(bool outlasts_host) noexcept {
+// computes. Here the device computes on the host's cores, so a kernel leaves the issuing host one
+// core. Before this, a kernel got an OpenMP team of every core while the host issued the next ops:
+// three busy threads on two cores. The scheduler then preempts one team thread, and the whole team
+// waits for it at the next barrier; a host-bound program such as a model's generate() fell into a
+// slow mode that made one process 4x slower than the next. Except a long kernel (kLongKernelWork, as
+// the kernel estimates its own work: a matrix product's multiply-adds): a user who times one large
+// matmul and then synchronizes issues it on the way to the wait, and one thread short it would take
+// twice as long as on CPU eager. A long kernel takes every core: the host soon sleeps, and until then
+// its burst preempts a team thread for no longer than the burst. The team no longer grows while the
+// host sleeps: whether it sleeps when a kernel starts is the machine's timing, not the program's
+// (Note [A kernel's team is decided at issue]).
+int kernel_cores(bool long_kernel) noexcept {
   const int cores = machine_cores();
-  return outlasts_host || ::openreg::sim::host_threads_asleep() > 0 ? cores : std::max(1, cores - 1);
+  return long_kernel ? cores : std::max(1, cores - 1);
 }
 
 using SetThreadsFn = void (*)(int);
@@ -153,17 +181,18 @@ void set_thread_count(int n) {
 
 }  // namespace
 
-IntraOpThreadsScope::IntraOpThreadsScope(int device, int compute_threads, bool outlasts_host)
-    : device_(device >= 0 && device < c10::openreg::kMaxDevices ? device : 0) {
-  const int running = g_running[device_].fetch_add(1, std::memory_order_relaxed) + 1;
-  // The device's cap split between its running kernels, and the machine split between the kernels and
-  // devices that share it (Note [Devices that share the cores]: the arenas share the cores
-  // elastically, so a device's cap is not its own) less the issuing host's core (Note [The issuing host
-  // keeps a core]).
-  threads_ = std::max(
-      1, std::min(compute_threads / running, kernel_cores(outlasts_host) / machine_sharers(device_, running)));
-  set_thread_count(threads_);
+int team_at_issue(int device, std::int64_t stream, int compute_threads, bool long_kernel) noexcept {
+  const int d = device >= 0 && device < c10::openreg::kMaxDevices ? device : 0;
+  const int streams = streams_sharing(g_issues[d], stream);
+  const std::uint64_t bit = std::uint64_t{1} << d;
+  const std::uint64_t used = g_devices_used.fetch_or(bit, std::memory_order_relaxed) | bit;
+  const int devices = std::popcount(used);
+  // The device's cap split between its streams, and the machine split between them and the other
+  // devices, less the issuing host's core for a short kernel.
+  return std::max(1, std::min(compute_threads / streams, kernel_cores(long_kernel) / (streams + devices - 1)));
 }
+
+IntraOpThreadsScope::IntraOpThreadsScope(int threads) : threads_(std::max(1, threads)) { set_thread_count(threads_); }
 
 // Note [Host threads open no OpenMP teams]
 // The host runs CPU kernels on stand-ins to learn about an op: the coverage probe (ops/engine/OpCoverage.cpp)
@@ -185,9 +214,5 @@ SerialHostKernelScope::~SerialHostKernelScope() {
   if (setters().mkl_local != nullptr) setters().mkl_local(previous_mkl_);
 }
 
-IntraOpThreadsScope::~IntraOpThreadsScope() {
-  g_last_end_ns[device_].store(now_ns(), std::memory_order_relaxed);
-  g_running[device_].fetch_sub(1, std::memory_order_relaxed);
-}
 
 }  // namespace at::openreg

@@ -9,16 +9,15 @@
 // Intra-op parallelism of kernels running on a device's compute threads.
 //
 // ATen's CPU kernels parallelize with OpenMP, whose thread count is a per-thread setting (the
-// nthreads ICV of the calling thread), and MKL likewise has a per-thread setting. A kernel that runs
-// alone may use all the device's compute threads (all cores by default) but the core of the issuing host
-// thread while it is awake (Note [The issuing host keeps a core] in ExecuteThreads.cpp); kernels running
-// at once split them, on one device (its cap) and across devices (the machine's cores, which all devices' arenas
-// share: Note [Elastic device concurrency]), so kernels together never oversubscribe the machine. A
-// device whose last kernel ended less than a sharing window ago still counts as sharing the machine
-// (Note [Devices that share the cores] in ops/engine/ExecuteThreads.cpp).
+// nthreads ICV of the calling thread), and MKL likewise has a per-thread setting. A kernel's team is
+// decided when it is issued, from the program's issue order, so that its results (a reduction's
+// grouping follows the team) are the same on every run (Note [A kernel's team is decided at issue] in
+// ops/engine/ExecuteThreads.cpp): every core of the device's cap but the issuing host's (Note [The
+// issuing host keeps a core]), split between the device's recently used streams and the devices the
+// process has used (Note [Devices that share the cores]).
 //
-// Thread-safety: each scope touches only the calling thread's settings and, per device, an atomic
-// counter and the atomic time its last kernel ended.
+// Thread-safety: team_at_issue may be called from any thread (relaxed atomics; repeatable when each
+// device's kernels are issued in program order); each scope touches only the calling thread's settings.
 
 namespace at::openreg {
 
@@ -26,20 +25,21 @@ namespace at::openreg {
 //! issuing host's usual burst before it sleeps (Note [The issuing host keeps a core]).
 inline constexpr std::int64_t kLongKernelWork = std::int64_t{1} << 27;
 
+//! The intra-op team of a kernel issued now on stream `stream` of `device` (whose arena cap is
+//! `compute_threads`); a `long_kernel` (kLongKernelWork) takes the issuing host's core too. Counts the
+//! issue: call once per kernel, on the issuing thread.
+OPENREG_BACKEND_API int team_at_issue(int device, std::int64_t stream, int compute_threads, bool long_kernel) noexcept;
+
 class OPENREG_BACKEND_API IntraOpThreadsScope {
  public:
-  //! Counts this kernel as running on `device` (whose arena cap is `compute_threads`) and sets the
-  //! calling thread's OpenMP/MKL thread count to its share of the device and of the machine; a kernel
-  //! that `outlasts_host` (kLongKernelWork) takes the issuing host's core too.
-  IntraOpThreadsScope(int device, int compute_threads, bool outlasts_host = false);
-  ~IntraOpThreadsScope();  // uncounts the kernel
+  //! Sets the calling thread's OpenMP/MKL thread count to `threads` (at least 1) for the kernel it runs.
+  explicit IntraOpThreadsScope(int threads);
   C10_DISABLE_COPY_AND_ASSIGN(IntraOpThreadsScope);
 
-  //! The share this scope gave its thread.
+  //! The count this scope gave its thread.
   int threads() const noexcept { return threads_; }
 
  private:
-  int device_;
   int threads_;
 };
 

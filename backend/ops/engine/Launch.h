@@ -4,8 +4,8 @@
 // byte copies on the stream's copy engine, keep_until_done for host memory a copy
 // uses. Every kernel path (the async path's work items, the fast kernels, copies, fill_) enqueues its kernel
 // through launch_kernel, which owns what every kernel needs on the device thread:
-//  - its share of the device's compute threads (IntraOpThreadsScope, ops/engine/ExecuteThreads.h), sized from
-//    the device's thread count read on the host when the kernel is enqueued;
+//  - its intra-op team (IntraOpThreadsScope, ops/engine/ExecuteThreads.h), decided on the host when the
+//    kernel is issued, so that its results do not depend on the machine's timing (team_at_issue);
 //  - recycled memory for its large CPU allocations (KernelScratchScope, Note [Kernel scratch memory]
 //    in memory/KernelScratch.cpp);
 //  - the error policy: a kernel's exception is kept by the stream and raised, with the item's name,
@@ -50,7 +50,7 @@ struct HasWork : std::false_type {};
 template <typename K>
 struct HasWork<K, std::void_t<decltype(std::declval<const K&>().work())>> : std::true_type {};
 
-//! Whether `kernel` runs long enough to take every core even while the issuing host is awake.
+//! Whether `kernel` runs long enough to take the issuing host's core too.
 template <typename K>
 bool outlasts_host(const K& kernel) {
   if constexpr (HasWork<K>::value) {
@@ -64,12 +64,11 @@ bool outlasts_host(const K& kernel) {
 template <typename Kernel>
 struct LaunchedKernel {
   Kernel kernel;
-  std::int32_t compute_threads;
-  c10::DeviceIndex device;
+  std::int32_t threads;  // its team, decided at issue (team_at_issue)
 
   void operator()() {
     try {
-      IntraOpThreadsScope threads(device, compute_threads, outlasts_host(kernel));
+      IntraOpThreadsScope team(threads);
       KernelScratchScope scratch;
       kernel();
     } catch (const c10::Error& e) {
@@ -149,20 +148,20 @@ void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, 
                    CostFn&& cost = nullptr, const c10::openreg::capture::SeedSource* seed = nullptr) {
   using K = std::decay_t<Kernel>;  // inline only when nothrow-movable, else boxed (sim::Task)
   auto& sim = stream.sim();
-  const auto threads = static_cast<std::int32_t>(sim.device().compute_threads());
+  const auto threads = static_cast<std::int32_t>(team_at_issue(
+      stream.device_index(), stream.id(), static_cast<int>(sim.device().compute_threads()), outlasts_host(kernel)));
   if (C10_UNLIKELY(c10::openreg::capture::capture_underway()) && c10::openreg::capture::is_capturing(stream)) {
-    capture_kernel(stream, name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()},
-                   cost, seed);
+    capture_kernel(stream, name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads}, cost, seed);
     return;
   }
   c10::openreg::translate_sim_errors([&] {
     if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
       if (virtual_time_on()) {
-        sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()}, cost());
+        sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads}, cost());
         return;
       }
     }
-    sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads, stream.device_index()});
+    sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads});
   });
 }
 

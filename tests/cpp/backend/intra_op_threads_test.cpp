@@ -1,26 +1,21 @@
-// A kernel's intra-op thread share (backend/ops/engine/ExecuteThreads.h): a kernel alone gets every core
-// but the issuing host's while the host is awake, and every core while a host thread sleeps in a wait
-// (Note [The issuing host keeps a core]); devices that ran a kernel within the sharing window split the
-// cores with it (Note [Devices that share the cores]), so two devices that alternate quickly never run
-// teams of all cores at once.
+// A kernel's intra-op team (backend/ops/engine/ExecuteThreads.h) is decided at issue from the program's
+// issue order, never from the machine's timing (Note [A kernel's team is decided at issue]): every core
+// but the issuing host's for a short kernel, every core for a long one (Note [The issuing host keeps a
+// core]), split between the device's recently used streams and the devices the process has used (Note
+// [Devices that share the cores]). The tests run in this order: device 1 is first used by the last one.
 
-#include "backend/runtime/Device.h"
 #include "backend/ops/engine/ExecuteThreads.h"
+#include "backend/runtime/Device.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
-#include <openreg/sim/host_wait.h>
-#include <openreg/sim/runtime.h>
-#include <openreg/sim/stream.h>
-#include <openreg/sim/support.h>
 #include <sched.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <memory>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -30,7 +25,7 @@ const bool g_env = [] {
 }();
 
 using at::openreg::IntraOpThreadsScope;
-using Clock = std::chrono::steady_clock;
+using at::openreg::team_at_issue;
 
 int cores() {
   cpu_set_t set;
@@ -40,110 +35,57 @@ int cores() {
 }
 
 constexpr int kCap = 64;  // a device cap above any machine's cores: the machine's split decides
+constexpr bool kShort = false;
+constexpr bool kLong = true;
 
-// Every core but the one an awake issuing host thread runs on.
+// Every core but the one the issuing host thread runs on.
 int kernel_cores() { return std::max(1, cores() - 1); }
 
-// Waits past the sharing window, so no device counts as recently busy.
-void let_the_window_pass() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
-
-TEST(IntraOpThreads, AKernelAloneLeavesTheAwakeHostACoreAndSetsTheThreadsCount) {
+TEST(IntraOpThreads, AShortKernelLeavesTheHostACoreAndALongOneTakesEveryCore) {
   ASSERT_EQ(c10::openreg::device_count(), 2);
-  ASSERT_EQ(::openreg::sim::host_threads_asleep(), 0);
-  let_the_window_pass();
-  IntraOpThreadsScope scope(0, kCap);
-  EXPECT_EQ(scope.threads(), kernel_cores());
-  EXPECT_EQ(at::get_num_threads(), kernel_cores());  // what ATen's parallel_for on this thread will use
+  EXPECT_EQ(team_at_issue(0, 0, kCap, kShort), kernel_cores());
+  EXPECT_EQ(team_at_issue(0, 0, kCap, kLong), cores());
+  EXPECT_EQ(team_at_issue(0, 0, 1, kLong), 1);  // the device's cap bounds it
 }
 
-// A host thread asleep in a wait for device work while alive: it synchronizes with a stream (of a sim
-// runtime of its own) whose one item holds until the destructor releases it.
-class SleepingHost {
- public:
-  SleepingHost() {
-    stream_->launch("held", [this] {
-      while (!release_.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    });
-    host_ = std::thread([this] { stream_->synchronize(); });
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (::openreg::sim::host_threads_asleep() == 0 && Clock::now() < deadline) std::this_thread::yield();
-    EXPECT_EQ(::openreg::sim::host_threads_asleep(), 1) << "the host thread never slept in its wait";
-  }
-  ~SleepingHost() {
-    release_.store(true, std::memory_order_release);
-    host_.join();
-  }
-  SleepingHost(const SleepingHost&) = delete;
-  SleepingHost& operator=(const SleepingHost&) = delete;
-
- private:
-  ::openreg::sim::Runtime runtime_{::openreg::sim::support::make_config(1, 1)};
-  std::shared_ptr<::openreg::sim::Stream> stream_ = runtime_.device(0).create_stream();
-  std::atomic<bool> release_{false};
-  std::thread host_;
-};
-
-TEST(IntraOpThreads, AKernelGetsEveryCoreWhileAHostThreadSleepsInAWait) {
-  {
-    SleepingHost asleep;
-    let_the_window_pass();
-    IntraOpThreadsScope scope(0, kCap);
-    EXPECT_EQ(scope.threads(), cores());
-    EXPECT_EQ(at::get_num_threads(), cores());
-  }
-  // Awake again: the next kernel leaves it its core.
-  let_the_window_pass();
-  IntraOpThreadsScope later(0, kCap);
-  EXPECT_EQ(later.threads(), kernel_cores());
-}
-
-TEST(IntraOpThreads, ALongKernelTakesEveryCoreEvenWhileTheHostIsAwake) {
-  ASSERT_EQ(::openreg::sim::host_threads_asleep(), 0);
-  let_the_window_pass();
-  IntraOpThreadsScope scope(0, kCap, /*outlasts_host=*/true);
+TEST(IntraOpThreads, TheScopeSetsTheCountThatATensParallelForReads) {
+  IntraOpThreadsScope scope(team_at_issue(0, 0, kCap, kLong));
   EXPECT_EQ(scope.threads(), cores());
   EXPECT_EQ(at::get_num_threads(), cores());
-}
-
-TEST(IntraOpThreads, TheDeviceCapBoundsTheShare) {
-  let_the_window_pass();
-  IntraOpThreadsScope scope(0, 1);
-  EXPECT_EQ(scope.threads(), 1);
+  IntraOpThreadsScope one(1);
   EXPECT_EQ(at::get_num_threads(), 1);
 }
 
-TEST(IntraOpThreads, KernelsRunningOnTwoDevicesSplitTheCores) {
-  if (cores() < 2) GTEST_SKIP() << "needs 2 cores to see a split";
-  SleepingHost asleep;  // so the kernels split every core
-  let_the_window_pass();
-  IntraOpThreadsScope first(0, kCap);
-  IntraOpThreadsScope second(1, kCap);
-  EXPECT_EQ(second.threads(), cores() / 2);
+TEST(IntraOpThreads, TheTeamDoesNotDependOnWhenTheKernelIsIssued) {
+  // The same issue order, issued at once and with pauses, gives the same teams: a team once followed
+  // the kernels running at that instant, and a reduction's last bits followed the team.
+  auto teams = [](bool pause) {
+    std::vector<int> out;
+    for (int i = 0; i < 12; ++i) {
+      if (pause) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      out.push_back(team_at_issue(0, i % 3 == 0 ? 7 : 0, kCap, i % 2 == 0 ? kShort : kLong));
+    }
+    return out;
+  };
+  const std::vector<int> first = teams(false);  // from here on, each run starts from the same window
+  EXPECT_EQ(teams(false), first);
+  EXPECT_EQ(teams(true), first);
 }
 
-TEST(IntraOpThreads, ADeviceThatRanJustNowStillSharesTheCores) {
+TEST(IntraOpThreads, StreamsUsedTogetherSplitTheDeviceAndOneUsedAloneGetsItBack) {
   if (cores() < 2) GTEST_SKIP() << "needs 2 cores to see a split";
-  // Device 1's kernel ends, then device 0's starts well within the window (retried if this thread was
-  // descheduled for longer than that in between).
-  SleepingHost asleep;  // so the kernels split every core
-  bool checked = false;
-  for (int attempt = 0; attempt < 20 && !checked; ++attempt) {
-    let_the_window_pass();
-    Clock::time_point ended;
-    {
-      IntraOpThreadsScope other(1, kCap);
-      ended = Clock::now();
-    }
-    IntraOpThreadsScope scope(0, kCap);
-    if (Clock::now() - ended > std::chrono::microseconds(500)) continue;
-    EXPECT_EQ(scope.threads(), cores() / 2);
-    checked = true;
-  }
-  EXPECT_TRUE(checked) << "never started a kernel within 0.5 ms of the other device's";
-  // Once the window has passed, device 0's kernels get the whole machine again.
-  let_the_window_pass();
-  IntraOpThreadsScope later(0, kCap);
-  EXPECT_EQ(later.threads(), cores());
+  team_at_issue(0, 1, kCap, kLong);
+  EXPECT_EQ(team_at_issue(0, 2, kCap, kLong), cores() / 2);  // streams 1 and 2 alternate
+  EXPECT_EQ(team_at_issue(0, 1, kCap, kLong), cores() / 2);
+  for (int i = 0; i < 8; ++i) team_at_issue(0, 1, kCap, kLong);  // stream 2 leaves the window
+  EXPECT_EQ(team_at_issue(0, 1, kCap, kLong), cores());
+}
+
+TEST(IntraOpThreads, ASecondDeviceInUseSplitsTheMachine) {
+  if (cores() < 2) GTEST_SKIP() << "needs 2 cores to see a split";
+  EXPECT_EQ(team_at_issue(0, 0, kCap, kLong), cores());  // device 1 never used yet
+  EXPECT_EQ(team_at_issue(1, 0, kCap, kLong), cores() / 2);
+  EXPECT_EQ(team_at_issue(0, 0, kCap, kLong), cores() / 2);
 }
 
 }  // namespace

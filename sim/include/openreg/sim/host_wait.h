@@ -37,7 +37,7 @@ struct HostSleepHooks {
 OPENREG_SIM_API void set_host_sleep_hooks(const HostSleepHooks* hooks) noexcept;
 
 //! How many host threads sleep right now in a wait for device work (a synchronize(), an event's wait, a
-//! producer held by a full launch queue): a momentary count for sizing kernels' thread teams, not for
+//! producer held by a full launch queue): a momentary count for tools and tests, not for
 //! synchronization (Note [Host threads asleep] in sim/src/host_wait.cpp).
 OPENREG_SIM_API int host_threads_asleep() noexcept;
 
