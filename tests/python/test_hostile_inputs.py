@@ -237,6 +237,37 @@ def test_the_trace_writer_refuses_the_same_paths(tmp_path):
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_the_memory_snapshot_dump_refuses_the_same_paths(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    (tmp_path / "link.pickle").symlink_to(victim)
+    with pytest.raises(OSError, match="_dump_snapshot: the destination is a symbolic link"):
+        torch.openreg.memory._dump_snapshot(str(tmp_path / "link.pickle"))
+    assert victim.read_text() == "keep me"
+    os.mkfifo(tmp_path / "fifo.pickle")
+    with pytest.raises(OSError, match="the destination is a fifo"):
+        torch.openreg.memory._dump_snapshot(str(tmp_path / "fifo.pickle"))
+    torch.openreg.memory._dump_snapshot(str(tmp_path / "plain.pickle"))
+    assert (tmp_path / "plain.pickle").stat().st_size > 0
+
+
+def test_a_graphs_debug_dump_refuses_the_same_paths(tmp_path):
+    g = torch.openreg.OpenRegGraph(keep_graph=True)
+    g.enable_debug_mode()
+    x = torch.ones(4, device="openreg")
+    with torch.openreg.graph(g):
+        x.add_(1)
+    (tmp_path / "link.dot").symlink_to(tmp_path / "created-through-the-link")
+    with pytest.raises(OSError, match="debug_dump: the destination is a symbolic link"):
+        g.debug_dump(str(tmp_path / "link.dot"))
+    assert not (tmp_path / "created-through-the-link").exists()
+    os.mkfifo(tmp_path / "fifo.dot")
+    with pytest.raises(OSError, match="the destination is a fifo"):
+        g.debug_dump(str(tmp_path / "fifo.dot"))
+    g.debug_dump(str(tmp_path / "graph.dot"))
+    assert (tmp_path / "graph.dot").read_text().startswith("digraph")
+
+
 def test_viz_refuses_an_input_that_is_not_a_regular_file(tmp_path):
     # A fifo blocked until a writer came; a device was read to its end (/dev/zero: until memory ran out;
     # /dev/null: "not JSON").

@@ -11,6 +11,7 @@ backend/runtime/Capture.cpp).
 from __future__ import annotations
 
 import gc
+import os
 import weakref
 from typing import Any, Callable, Literal, Optional, Union
 
@@ -59,6 +60,15 @@ class OpenRegGraph(torch.accelerator.Graph):
 
     def __init__(self, keep_graph: bool = False) -> None:
         super().__init__(keep_graph)
+
+    def debug_dump(self, debug_path: str) -> None:
+        """Writes the graph as Graphviz DOT to ``debug_path``, which must be a regular file or a new path:
+        a symlink, FIFO or device is refused first, as by every writer of openreg's files (Note [Writing
+        the trace file] in _trace.py)."""
+        from ._trace import check_destination
+
+        check_destination(os.fspath(debug_path), "torch.openreg.OpenRegGraph.debug_dump")
+        super().debug_dump(debug_path)
 
     def capture_begin(
         self, pool: Optional[tuple[int, int]] = None, capture_error_mode: CaptureErrorMode = "global"

@@ -185,8 +185,9 @@ def _snapshot(device: Device = None) -> dict[str, Any]:
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Pickles ``_snapshot()`` into ``filename``; ``torch.openreg.viz.memory_html`` / ``memory_png`` (or
     ``python -m torch_openreg.viz memory``) draw it offline."""
-    with open(filename, "wb") as f:
-        pickle.dump(_snapshot(), f)
+    from ._trace import write_file  # the one safe writer of openreg's files (Note [Writing the trace file])
+
+    write_file(filename, pickle.dumps(_snapshot()), "torch.openreg.memory._dump_snapshot")
 
 
 def memory_snapshot() -> list[dict[str, Any]]:
