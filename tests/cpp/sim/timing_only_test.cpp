@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "openreg/sim/profile.h"
 #include "openreg/sim/runtime.h"
 #include "openreg/sim/stream.h"
+#include "openreg/sim/timing_only.h"
 #include "sim_test_util.h"
 
 namespace openreg::sim {
@@ -61,17 +63,25 @@ TEST(TimingOnly, KernelsAreTimedNotRunAndHostCallbacksRun) {
   EXPECT_NEAR(begin->elapsed_ms(*end), (p.launch_ns + p.host_op_ns) / 1e6 + kernel_ms, 2e-6);
 }
 
-TEST(TimingOnly, CopiesMoveNothingAndTheHostReadsZeros) {
+// Note [Control data in timing-only execution]: a copy of at most kTimingOnlyMovedBytes moves its data
+// (the counts and indices a program reads back to steer itself); a larger one moves nothing, and the
+// host reads zeros.
+TEST(TimingOnly, SmallCopiesMoveTheirDataAndLargerOnesMoveNothing) {
   Runtime runtime(timing_only());
   Device& dev = runtime.device(0);
   auto s = dev.create_stream();
-  std::vector<unsigned char> host(4096, 0xAB);
-  void* d = dev.memory().allocate(4096);
-  s->copy(d, host.data(), host.size());    // not moved: device memory stays untouched
-  s->copy(host.data(), d, host.size());    // the host reads back zeros
-  s->synchronize();
-  for (unsigned char b : host) ASSERT_EQ(b, 0);
-  dev.memory().free(d);
+  for (const std::size_t bytes : {std::size_t{4096}, kTimingOnlyMovedBytes, kTimingOnlyMovedBytes + 1}) {
+    std::vector<unsigned char> host(bytes, 0xAB);
+    void* d = dev.memory().allocate(bytes);
+    s->copy(d, host.data(), host.size());
+    s->synchronize();
+    std::fill(host.begin(), host.end(), 0x11);
+    s->copy(host.data(), d, host.size());
+    s->synchronize();
+    const unsigned char expected = bytes <= kTimingOnlyMovedBytes ? 0xAB : 0;
+    EXPECT_EQ(std::count(host.begin(), host.end(), expected), static_cast<std::ptrdiff_t>(bytes)) << bytes;
+    dev.memory().free(d);
+  }
 }
 
 TEST(TimingOnly, ADeviceHoldsTheProfilesCapacityWithoutResidentMemory) {
