@@ -2,15 +2,10 @@
 configurations: each runs on its ranks in timing-only execution and reports a self-consistent
 breakdown. No band against the published figures is asserted: no profile is calibrated to them yet."""
 
-import os
-import sys
 from dataclasses import replace
 
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                "bench", "python"))
-import calibration_bench as cb  # noqa: E402
+from support import calibration as cb  # tests/support (pytest's pythonpath)
 
 GIB = 1 << 30
 

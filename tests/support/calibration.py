@@ -1,0 +1,702 @@
+"""Calibration on whole workloads (issue 39, first part): published training and inference jobs, each
+rebuilt as a plain PyTorch program and run on openreg in timing-only execution, compared with the
+published throughput, MFU and peak memory. The programs and their rows live here;
+bench/python/calibration_bench.py runs them and prints the table, tests/python/test_calibration.py runs
+them scaled down. No profile is fitted to these rows: the table says where the timing model stands, so
+that a later change to a profile (a physical property with a source) can be judged against it.
+
+Each runnable row is spawned as its ranks (tests/support/spawn.py) with ``OPENREG_EXECUTE=timing`` and
+the row's profile; every rank builds its model on ``meta`` and moves it with ``to_empty``, takes one
+warm-up step (the optimizer's states are made there), then the timed steps inside
+``torch.openreg.timing.region()``. Rows whose rank count this machine cannot spawn as processes (64 and
+more) are listed with their published figures and not run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+GIB = 2**30
+NOT_RUN_41 = "not run: needs the symmetric-rank mode of issue 41"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Configurations
+
+
+@dataclass(frozen=True)
+class LlamaTrain:
+    """torchtitan's Llama 3 training (torchtitan/models/llama/model.py and parallelisms/parallelize_llama.py
+    at the end of 2024): fp32 parameters sharded by FSDP2 with bf16 compute and fp32 gradient reduction,
+    AdamW (betas 0.9/0.95, weight decay 0.1, foreach), gradient clipping at 1.0, per-op selective
+    activation checkpointing ('op': save matmuls except every second one, attention and reduce-scatters)."""
+
+    dim: int = 4096
+    layers: int = 32
+    heads: int = 32
+    kv_heads: int = 8
+    ffn_hidden: int = 14336  # 4*dim*2/3 * 1.3, rounded up to a multiple of 1024 (torchtitan's 8B args)
+    vocab: int = 128256
+    seq: int = 8192
+    batch: int = 2  # local batch, sequences per GPU
+    ranks: int = 8
+    ac: str = "op"  # "op" (per-op selective), "full" or "none"
+
+
+@dataclass(frozen=True)
+class MegatronTrain:
+    """Megatron-LM's GPT as Korthikanti et al. 2022 trained it (arXiv 2205.05198, Tables 3 and 5): tensor
+    parallel over all ranks (no data or pipeline parallelism), fp16 with fp32 main parameters and
+    gradients, Adam, dropout 0.1, learned position embeddings, output layer tied to the word embedding,
+    vocabulary-parallel cross-entropy. ``recompute``: "full" (each layer checkpointed, tensor parallel
+    all-reduces) or "selective" (only the core attention recomputed, with sequence parallelism)."""
+
+    hidden: int = 6144
+    layers: int = 48
+    heads: int = 64
+    vocab: int = 51200  # GPT-2's 50257 padded to a multiple of 128 x TP, as Megatron pads
+    seq: int = 2048
+    batch: int = 4  # global batch = micro batch (calculon-ai/calculon validation/seqsel/tab5)
+    ranks: int = 8
+    recompute: str = "full"
+
+
+@dataclass(frozen=True)
+class GptFastDecode:
+    """gpt-fast's batch-1 generation (pytorch-labs/gpt-fast model.py and generate.py): bf16 weights, a
+    static KV cache of the prompt plus the new tokens rounded up to 8, a 5-token prompt, 200 new tokens,
+    top-k 200 sampling at temperature 0.8, each decode step replayed as one graph (gpt-fast compiles it
+    with mode="reduce-overhead": CUDA graphs)."""
+
+    dim: int = 4096
+    layers: int = 32
+    heads: int = 32
+    ffn_hidden: int = 11008  # gpt-fast's find_multiple(int(2 * 4 * 4096 / 3), 256)
+    vocab: int = 32000
+    prompt: int = 5
+    new_tokens: int = 200
+    block_size: int = 2048
+
+
+@dataclass
+class Row:
+    name: str
+    profile: str
+    gpus: int
+    config: Any  # one of the dataclasses above, or None for rows not run
+    published: dict[str, float]  # tok_s_gpu, and where the source gives them: step_s, mem_gib, mfu, bw_gbs
+    mem_stat: str  # "reserved" or "allocated": what the source's memory figure is
+    source: str
+    setup: str  # the full configuration, in words
+    not_run: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Models (written from the sources' descriptions; each says where it differs)
+
+
+def _llama(cfg: LlamaTrain):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    head_dim = cfg.dim // cfg.heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(cfg.dim))
+
+        def forward(self, x):
+            y = x.float()
+            y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5)
+            return y.type_as(x) * self.weight
+
+    def rotary(x, freqs_cis):
+        # torchtitan rotates q and k as complex numbers in fp32
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs_cis.view(1, x.shape[1], 1, -1)).flatten(3).type_as(x)
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wq = nn.Linear(cfg.dim, cfg.heads * head_dim, bias=False)
+            self.wk = nn.Linear(cfg.dim, cfg.kv_heads * head_dim, bias=False)
+            self.wv = nn.Linear(cfg.dim, cfg.kv_heads * head_dim, bias=False)
+            self.wo = nn.Linear(cfg.heads * head_dim, cfg.dim, bias=False)
+
+        def forward(self, x, freqs_cis):
+            b, s, _ = x.shape
+            q = self.wq(x).view(b, s, -1, head_dim)
+            k = self.wk(x).view(b, s, -1, head_dim)
+            v = self.wv(x).view(b, s, -1, head_dim)
+            q, k = rotary(q, freqs_cis), rotary(k, freqs_cis)
+            rep = cfg.heads // cfg.kv_heads  # grouped-query attention: each kv head serves `rep` q heads
+            k = k[:, :, :, None, :].expand(b, s, cfg.kv_heads, rep, head_dim).reshape(b, s, -1, head_dim)
+            v = v[:, :, :, None, :].expand(b, s, cfg.kv_heads, rep, head_dim).reshape(b, s, -1, head_dim)
+            y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+            return self.wo(y.transpose(1, 2).contiguous().view(b, s, -1))
+
+    class FeedForward(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w1 = nn.Linear(cfg.dim, cfg.ffn_hidden, bias=False)
+            self.w2 = nn.Linear(cfg.ffn_hidden, cfg.dim, bias=False)
+            self.w3 = nn.Linear(cfg.dim, cfg.ffn_hidden, bias=False)
+
+        def forward(self, x):
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention_norm, self.attention = RMSNorm(), Attention()
+            self.ffn_norm, self.feed_forward = RMSNorm(), FeedForward()
+
+        def forward(self, x, freqs_cis):
+            h = x + self.attention(self.attention_norm(x), freqs_cis)
+            return h + self.feed_forward(self.ffn_norm(h))
+
+    class Transformer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.dim)
+            # torchtitan keeps 2x the training length of rotations, complex64, as a buffer
+            self.register_buffer("freqs_cis", torch.empty(2 * cfg.seq, head_dim // 2, dtype=torch.complex64))
+            self.layers = nn.ModuleDict({str(i): Block() for i in range(cfg.layers)})
+            self.norm = RMSNorm()
+            self.output = nn.Linear(cfg.dim, cfg.vocab, bias=False)
+
+        def forward(self, tokens):
+            h = self.tok_embeddings(tokens)
+            freqs_cis = self.freqs_cis[: tokens.shape[1]]
+            for layer in self.layers.values():
+                h = layer(h, freqs_cis)
+            return self.output(self.norm(h)).float()
+
+    return Transformer
+
+
+def _op_sac_context():
+    """torchtitan's per-op selective checkpointing policy ('op'): keep the outputs of matmuls (all but
+    every second one), attention and reduce-scatters; recompute everything else. openreg's fused SDPA is
+    the overrideable op (the GPU's flash kernel's counterpart), so it is kept as the flash one is."""
+    from collections import defaultdict
+
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    save = {
+        torch.ops.aten.mm.default,
+        torch.ops.aten._scaled_dot_product_efficient_attention.default,
+        torch.ops.aten._scaled_dot_product_flash_attention.default,
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default,
+        torch.ops._c10d_functional.reduce_scatter_tensor.default,
+    }
+    meta: dict[str, int] = defaultdict(int)
+
+    def policy(ctx, func, *args, **kwargs):
+        key = "recompute_mm" if ctx.is_recompute else "forward_mm"
+        if func == torch.ops.aten.mm.default:
+            meta[key] += 1
+        keep = func in save and not (func == torch.ops.aten.mm.default and meta[key] % 2 == 0)
+        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
+def _megatron(cfg: MegatronTrain, tp: int, tp_rank: int):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+
+    head_dim = cfg.hidden // cfg.heads
+    sequence_parallel = cfg.recompute == "selective"
+
+    class SelfAttention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.query_key_value = nn.Linear(cfg.hidden, 3 * cfg.hidden)
+            self.dense = nn.Linear(cfg.hidden, cfg.hidden)
+
+        def core(self, q, k, v):
+            # Megatron's core attention (2022, before flash attention): baddbmm with the 1/sqrt(d) scale,
+            # a causal masked softmax, dropout, and a bmm with v
+            b, s, n, d = q.shape
+            q, k, v = (t.permute(0, 2, 1, 3).reshape(b * n, s, d) for t in (q, k, v))
+            scores = torch.baddbmm(torch.empty(b * n, s, s, dtype=q.dtype, device=q.device), q, k.transpose(1, 2),
+                                   beta=0.0, alpha=1.0 / math.sqrt(d))
+            mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu_(1)
+            probs = F.dropout(torch.softmax(scores.masked_fill_(mask, float("-inf")), dim=-1), 0.1)
+            return torch.bmm(probs, v).view(b, n, s, d).permute(0, 2, 1, 3).reshape(b, s, n * d)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            # Megatron's fused QKV is laid out [heads, 3, head_dim], so a column shard holds whole heads
+            q, k, v = self.query_key_value(x).view(b, s, -1, 3, head_dim).unbind(3)
+            ctx = checkpoint(self.core, q, k, v, use_reentrant=False) if sequence_parallel else self.core(q, k, v)
+            return self.dense(ctx)
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense_h_to_4h = nn.Linear(cfg.hidden, 4 * cfg.hidden)
+            self.dense_4h_to_h = nn.Linear(4 * cfg.hidden, cfg.hidden)
+
+        def forward(self, x):
+            return self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(x)))
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.input_layernorm, self.attention = nn.LayerNorm(cfg.hidden), SelfAttention()
+            self.post_attention_layernorm, self.mlp = nn.LayerNorm(cfg.hidden), MLP()
+
+        def forward(self, x):
+            x = x + F.dropout(self.attention(self.input_layernorm(x)), 0.1)
+            return x + F.dropout(self.mlp(self.post_attention_layernorm(x)), 0.1)
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.word_embeddings = nn.Embedding(cfg.vocab, cfg.hidden)
+            self.position_embeddings = nn.Embedding(cfg.seq, cfg.hidden)
+            self.layers = nn.ModuleList(Layer() for _ in range(cfg.layers))
+            self.final_layernorm = nn.LayerNorm(cfg.hidden)
+            self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+
+        def forward(self, tokens):
+            h = self.word_embeddings(tokens)  # sequence parallel: this rank's slice of the sequence
+            start = tp_rank * h.shape[1] if sequence_parallel else 0
+            h = F.dropout(h + self.position_embeddings.weight[start : start + h.shape[1]], 0.1)
+            for layer in self.layers:
+                h = layer(h)
+            return self.output(self.final_layernorm(h))
+
+    return GPT
+
+
+def _gpt_fast(cfg: GptFastDecode):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    head_dim = cfg.dim // cfg.heads
+    cache_len = -(-(cfg.prompt + cfg.new_tokens) // 8) * 8  # gpt-fast rounds the cache up to 8
+
+    class RMSNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(cfg.dim))
+
+        def forward(self, x):
+            y = x.float()
+            return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * self.weight
+
+    def rotary(x, freqs):
+        # gpt-fast's real-valued rotation: pairs in fp32 against a (cos, sin) table
+        xs = x.float().reshape(*x.shape[:-1], -1, 2)
+        f = freqs.view(1, xs.size(1), 1, xs.size(3), 2)
+        out = torch.stack([xs[..., 0] * f[..., 0] - xs[..., 1] * f[..., 1],
+                           xs[..., 1] * f[..., 0] + xs[..., 0] * f[..., 1]], -1)
+        return out.flatten(3).type_as(x)
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wqkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
+            self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
+            self.register_buffer("k_cache", torch.zeros(1, cfg.heads, cache_len, head_dim))
+            self.register_buffer("v_cache", torch.zeros(1, cfg.heads, cache_len, head_dim))
+
+        def forward(self, x, freqs, mask, pos):
+            b, s, _ = x.shape
+            q, k, v = self.wqkv(x).split([cfg.dim, cfg.dim, cfg.dim], dim=-1)
+            q, k = rotary(q.view(b, s, cfg.heads, head_dim), freqs), rotary(k.view(b, s, cfg.heads, head_dim), freqs)
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.view(b, s, cfg.heads, head_dim).transpose(1, 2)
+            self.k_cache[:, :, pos] = k
+            self.v_cache[:, :, pos] = v
+            y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask, dropout_p=0.0)
+            return self.wo(y.transpose(1, 2).contiguous().view(b, s, cfg.dim))
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention_norm, self.attention, self.ffn_norm = RMSNorm(), Attention(), RMSNorm()
+            self.w1 = nn.Linear(cfg.dim, cfg.ffn_hidden, bias=False)
+            self.w3 = nn.Linear(cfg.dim, cfg.ffn_hidden, bias=False)
+            self.w2 = nn.Linear(cfg.ffn_hidden, cfg.dim, bias=False)
+
+        def forward(self, x, freqs, mask, pos):
+            h = x + self.attention(self.attention_norm(x), freqs, mask, pos)
+            y = self.ffn_norm(h)
+            return h + self.w2(F.silu(self.w1(y)) * self.w3(y))
+
+    class Transformer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.dim)
+            self.layers = nn.ModuleList(Block() for _ in range(cfg.layers))
+            self.norm = RMSNorm()
+            self.output = nn.Linear(cfg.dim, cfg.vocab, bias=False)
+            self.register_buffer("freqs_cis", torch.zeros(cfg.block_size, head_dim // 2, 2))
+            self.register_buffer("causal_mask", torch.ones(cache_len, cache_len, dtype=torch.bool).tril())
+
+        def forward(self, idx, pos):
+            mask = self.causal_mask[None, None, pos]
+            freqs = self.freqs_cis[pos]
+            x = self.tok_embeddings(idx)
+            for layer in self.layers:
+                x = layer(x, freqs, mask, pos)
+            return self.output(self.norm(x))
+
+    return Transformer
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rank programs
+
+
+def _setup(rank: int):
+    import torch
+
+    dev = torch.device("openreg", rank % torch.openreg.device_count())  # type: ignore[attr-defined]
+    torch.openreg.set_device(dev)  # type: ignore[attr-defined]
+    return dev
+
+
+def _measure(dev, step: Callable[[], None], steps: int) -> dict[str, Any]:
+    """One warm-up step, then ``steps`` timed ones; the peaks are those of the timed steps (the
+    optimizer's states, made in the warm-up, stay resident through them)."""
+    import torch
+
+    t0 = time.monotonic()
+    step()
+    torch.openreg.synchronize()  # type: ignore[attr-defined]
+    torch.openreg.reset_peak_memory_stats(dev)  # type: ignore[attr-defined]
+    with torch.openreg.timing.region(dev) as r:  # type: ignore[attr-defined]
+        for _ in range(steps):
+            step()
+    d = r.devices[0]
+    return {"step_s": r.wall / steps, "compute_s": d.compute / steps, "comm_s": d.comm / steps,
+            "exposed_comm_s": d.exposed_comm / steps, "copy_s": d.copy / steps, "idle_s": d.idle / steps,
+            "kernels": d.kernels // steps, "hw_mfu": r.mfu,
+            "peak_allocated": torch.openreg.max_memory_allocated(dev),  # type: ignore[attr-defined]
+            "peak_reserved": torch.openreg.max_memory_reserved(dev),  # type: ignore[attr-defined]
+            "capacity": torch.openreg.timing.profile()["memory_bytes"],  # type: ignore[attr-defined]
+            "peak_flops": torch.openreg.timing.profile()["bf16_tensor_flops"],  # type: ignore[attr-defined]
+            "memory_bandwidth": torch.openreg.timing.profile()["memory_bandwidth"],  # type: ignore[attr-defined]
+            "host_wall_s": time.monotonic() - t0,
+            "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    dev = _setup(rank)
+    mesh = init_device_mesh("openreg", (cfg.ranks,), mesh_dim_names=("dp",))
+    with torch.device("meta"):  # fp32, as torchtitan builds it; FSDP2 computes in bf16
+        model = _llama(cfg)()
+    if cfg.ac != "none":
+        for name, block in list(model.layers.items()):
+            ctx = {"context_fn": _op_sac_context} if cfg.ac == "op" else {}
+            model.layers[name] = checkpoint_wrapper(block, preserve_rng_state=False, **ctx)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for i, block in enumerate(model.layers.values()):
+        # torchtitan: the last block stays unsharded after forward (FSDP would prefetch it at once)
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < cfg.layers - 1)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    model.to_empty(device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
+    batch = torch.zeros(cfg.batch, cfg.seq + 1, dtype=torch.long)  # the loader's batch, on the host
+
+    def step() -> None:
+        opt.zero_grad()
+        tokens, labels = batch[:, :-1].to(dev), batch[:, 1:].to(dev)
+        pred = model(tokens)
+        loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+        del pred
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+
+    out = _measure(dev, step, steps)
+    # torchtitan's MFU: 6 x the parameters outside the embedding plus the attention's 12 l h q t per token
+    params = sum(p.numel() for p in model.parameters())
+    head_dim = cfg.dim // cfg.heads
+    out["flops_per_token"] = 6 * (params - cfg.vocab * cfg.dim) + 12 * cfg.layers * cfg.heads * head_dim * cfg.seq
+    out["params"] = params
+    out["tokens_per_gpu_step"] = cfg.batch * cfg.seq
+    return out
+
+
+def _megatron_rank(rank: int, cfg: MegatronTrain, steps: int) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        loss_parallel,
+        parallelize_module,
+    )
+
+    dev = _setup(rank)
+    mesh = init_device_mesh("openreg", (cfg.ranks,), mesh_dim_names=("tp",))
+    sp = cfg.recompute == "selective"
+    with torch.device("meta"):
+        model = _megatron(cfg, cfg.ranks, rank)().half()  # fp16 parameters, as Megatron keeps them
+    seq_layout = Shard(1) if sp else Replicate()
+    parallelize_module(model, mesh, {
+        "word_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq_layout),
+        "output": ColwiseParallel(input_layouts=seq_layout, output_layouts=Shard(-1), use_local_output=False),
+        **({"final_layernorm": SequenceParallel()} if sp else {}),
+    })
+    for i, layer in enumerate(model.layers):
+        plan: dict[str, Any] = {
+            "attention.query_key_value": ColwiseParallel(),
+            "attention.dense": RowwiseParallel(output_layouts=seq_layout),
+            "mlp.dense_h_to_4h": ColwiseParallel(),
+            "mlp.dense_4h_to_h": RowwiseParallel(output_layouts=seq_layout),
+        }
+        if sp:  # sequence parallel: layer norms and dropouts on this rank's slice of the sequence
+            gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
+            plan.update({"input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
+                         "attention": gather, "mlp": gather})
+        parallelize_module(layer, mesh, plan)
+        if cfg.recompute == "full":  # Megatron's full recompute: each layer from its input
+            model.layers[i] = checkpoint_wrapper(layer, preserve_rng_state=True)
+    model.output.weight = model.word_embeddings.weight  # tied: both are the vocabulary-sharded [V, h] weight
+    model.to_empty(device=dev)
+    params = list(model.parameters())
+
+    def local(t):
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    # Megatron's mixed precision (Float16OptimizerWithFloat16Params): each rank keeps fp32 main copies of
+    # its own shards, gradients are accumulated into fp32 main grads as each is made (the fp16 one freed
+    # at once), the loss is scaled, and Adam runs on the main copies, copied back to the fp16 parameters.
+    main = [local(p).detach().float() for p in params]
+    for p, m in zip(params, main):
+        m.grad = torch.zeros_like(m)
+
+        def accumulate(p, m=m):
+            m.grad.add_(local(p.grad))
+            p.grad = None
+
+        p.register_post_accumulate_grad_hook(accumulate)
+    grads = [m.grad for m in main]
+    # Megatron's clipping counts a parameter that every rank holds whole (layer norms, position embedding,
+    # biases of row-parallel layers) once: on tensor-parallel rank 0
+    counted = [m.grad for p, m in zip(params, main) if rank == 0 or hasattr(p, "to_local")
+               and any(pl.is_shard() for pl in p.placements)]
+    opt = torch.optim.AdamW(main, lr=1e-4, weight_decay=0.01, foreach=True)
+    scale = torch.tensor(2.0**16, device=dev)
+    found_inf = torch.zeros(1, device=dev)
+    tokens = torch.zeros(cfg.batch, cfg.seq, dtype=torch.long, device=dev)
+
+    def step() -> None:
+        logits = model(tokens)
+        with loss_parallel():  # Megatron's vocab-parallel cross-entropy, in fp32
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten(0, 1))
+            (loss * scale).backward()
+        found_inf.zero_()
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, 1.0 / scale)
+        dist.all_reduce(found_inf, op=dist.ReduceOp.MAX)  # over the model-parallel group, as Megatron
+        # Megatron reads the flag (a host sync) and skips the step on an overflow; in timing-only
+        # execution the flag's value is meaningless, and a steady-state step has no overflow
+        found_inf.item()
+        norm_sq = torch.stack(torch._foreach_norm(counted)).square().sum()
+        dist.all_reduce(norm_sq)
+        torch._foreach_mul_(grads, (1.0 / (norm_sq.sqrt() + 1e-6)).clamp(max=1.0))  # clip at 1.0
+        opt.step()
+        torch._foreach_copy_([local(p.data) for p in params], main)
+        torch._foreach_zero_(grads)
+
+    out = _measure(dev, step, steps)
+    h, s, L, V, B = cfg.hidden, cfg.seq, cfg.layers, cfg.vocab, cfg.batch
+    # Narayanan et al. 2021's model FLOPs per iteration (no recompute), as Korthikanti et al. count MFU
+    flops = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L))
+    out["flops_per_token"] = flops / (B * s)
+    out["params"] = sum(p.numel() for p in model.parameters())
+    out["tokens_per_gpu_step"] = B * s / cfg.ranks
+    return out
+
+
+def _decode_rank(rank: int, cfg: GptFastDecode, steps: int) -> dict[str, Any]:
+    import torch
+
+    dev = _setup(rank)
+    with torch.device("meta"):
+        model = _gpt_fast(cfg)()
+    model = model.to_empty(device=dev).to(torch.bfloat16)  # the bool mask stays bool
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+
+    def sample(logits):
+        # gpt-fast's logits_to_probs and multinomial_sample_one_no_sync: top-k 200, temperature 0.8
+        logits = logits[0, -1] / 0.8
+        v, _ = torch.topk(logits, 200)
+        probs = torch.softmax(torch.where(logits < v.select(-1, -1).unsqueeze(-1), -float("inf"), logits), dim=-1)
+        return torch.argmax(probs / torch.empty_like(probs).exponential_(1), dim=-1, keepdim=True).to(torch.int)
+
+    static_tok = torch.zeros(1, 1, dtype=torch.int, device=dev)
+    static_pos = torch.zeros(1, dtype=torch.long, device=dev)
+    prompt = torch.zeros(1, cfg.prompt, dtype=torch.int)
+
+    @torch.no_grad()
+    def decode_one():
+        return sample(model(static_tok, static_pos))
+
+    # gpt-fast's decode step under CUDA graphs: captured once (after a warm-up on a side stream, as
+    # torch.cuda.graph wants), then replayed per token
+    side = torch.openreg.Stream()  # type: ignore[attr-defined]
+    side.wait_stream(torch.openreg.current_stream())  # type: ignore[attr-defined]
+    with torch.openreg.stream(side):  # type: ignore[attr-defined]
+        decode_one()
+    torch.openreg.current_stream().wait_stream(side)  # type: ignore[attr-defined]
+    graph = torch.openreg.OpenRegGraph()  # type: ignore[attr-defined]
+    with torch.openreg.graph(graph):  # type: ignore[attr-defined]
+        static_out = decode_one()
+
+    @torch.no_grad()
+    def generate() -> None:
+        # prefill, eager (gpt-fast compiles it only with --compile_prefill); its token is the first new one
+        idx = prompt.to(dev)
+        pos = torch.arange(cfg.prompt, device=dev)
+        first = sample(model(idx, pos))
+        static_tok.copy_(first.view(1, 1))
+        static_pos.fill_(cfg.prompt)
+        new = [first]
+        for _ in range(cfg.new_tokens - 1):
+            graph.replay()
+            static_pos.add_(1)  # generate.py's input_pos += 1
+            new.append(static_out.clone())
+            static_tok.copy_(static_out.view(1, 1))
+        torch.cat([idx.view(-1), *[t.view(-1) for t in new]])
+
+    out = _measure(dev, generate, steps)
+    out["weight_bytes"] = weight_bytes
+    out["flops_per_token"] = 2 * sum(p.numel() for p in model.parameters())
+    out["params"] = sum(p.numel() for p in model.parameters())
+    out["tokens_per_gpu_step"] = cfg.new_tokens  # gpt-fast: new tokens over generate()'s time, prefill in it
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The rows
+
+H100_NOTE = ("the source's H100 is the 96 GB HBM2e part at 500 W (2.4 TB/s); run on the h100-sxm profile "
+             "(80 GB HBM3, 3.35 TB/s, 700 W), since no profile of that part exists")
+
+ROWS: list[Row] = [
+    Row("titan-llama3.1-8b-fsdp8-h100", "h100-sxm", 8, LlamaTrain(),
+        {"tok_s_gpu": 5762, "mem_gib": 82.4}, "reserved",
+        "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 (FSDP row)",
+        "Llama 3.1 8B, 8 GPUs FSDP2 (full shard), local batch 2, seq 8192, bf16 params/fp32 reduce, "
+        "selective per-op AC, AdamW (0.9, 0.95, wd 0.1, foreach), clip 1.0, no compile, no Float8",
+        notes=[H100_NOTE]),
+    Row("megatron-22b-tp8-full-a100", "a100-sxm", 8, MegatronTrain(recompute="full"),
+        {"step_s": 1.42}, "allocated",
+        "Korthikanti et al. 2022 (arXiv 2205.05198) Table 5; config: calculon-ai/calculon "
+        "validation/seqsel/tab5/megatron-22B_full.json",
+        "GPT 22B (h 6144, 48 layers, 64 heads, seq 2048, vocab 51200), TP8 (all-reduce), batch 4, "
+        "fp16 with fp32 main params/grads, Adam, dropout 0.1, full recompute (every layer)"),
+    Row("megatron-22b-tp8-sp-sel-a100", "a100-sxm", 8, MegatronTrain(recompute="selective"),
+        {"step_s": 1.10}, "allocated",
+        "Korthikanti et al. 2022 (arXiv 2205.05198) Table 5; config: calculon-ai/calculon "
+        "validation/seqsel/tab5/megatron-22B_seqsel.json",
+        "as above, with sequence parallelism (reduce-scatter/all-gather) and selective recompute "
+        "(core attention only)"),
+    Row("gpt-fast-llama2-7b-decode-a100", "a100-sxm", 1, GptFastDecode(),
+        {"tok_s_gpu": 104.9, "bw_gbs": 1397.31}, "allocated",
+        "pytorch-labs/gpt-fast README.md, Benchmarks (Llama-2-7B, Base)",
+        "Llama-2-7B bf16, batch 1, 5-token prompt, 200 new tokens, top-k 200, decode step as one graph",
+        notes=["the source's A100 80GB is power-limited to 330 W (a100-sxm: 400 W)",
+               "gpt-fast compiles the decode step (Inductor fuses the pointwise ops); here it is eager ops "
+               "captured in one graph, since openreg refuses mode='reduce-overhead'"]),
+    # Published rows this machine cannot spawn the ranks of yet
+    Row("titan-llama3.1-8b-fsdp128-h100", "h100-sxm", 128, None, {"tok_s_gpu": 5605, "mem_gib": 67.0}, "reserved",
+        "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 3",
+        "Llama 3.1 8B, 128 GPUs FSDP, local batch 2, seq 8192, selective AC", NOT_RUN_41, [H100_NOTE]),
+    Row("titan-llama3-8b-fsdp64-a100-sel-op", "a100-sxm", 64, None, {"tok_s_gpu": 2973, "mfu": 0.582}, "reserved",
+        "pytorch/torchtitan docs/performance.md", "Llama 3 8B, 64 GPUs FSDP2, local batch 1, seq 8192, "
+        "selective op AC", NOT_RUN_41),
+    Row("titan-llama2-13b-fsdp64-a100", "a100-sxm", 64, None, {"tok_s_gpu": 2162, "mfu": 0.611}, "reserved",
+        "pytorch/torchtitan docs/performance.md", "Llama 2 13B, 64 GPUs FSDP2, no AC", NOT_RUN_41),
+    Row("fms-fsdp-llama2-7b-hsdp128-a100", "a100-sxm", 128, None, {"tok_s_gpu": 3760, "mfu": 0.57}, "reserved",
+        "foundation-model-stack/fms-fsdp README.md", "Llama 2 7B, 128 GPUs HSDP, batch 2, seq 4096, no AC "
+        "(no 8-GPU variant is published)", NOT_RUN_41),
+    Row("fms-fsdp-llama2-13b-hsdp128-a100", "a100-sxm", 128, None, {"tok_s_gpu": 1700}, "reserved",
+        "foundation-model-stack/fms-fsdp README.md", "Llama 2 13B, 128 GPUs HSDP, batch 1, seq 4096, no AC",
+        NOT_RUN_41),
+    Row("megatron-175b-tp8pp8-sp-sel-a100", "a100-sxm", 64, None, {"step_s": 13.75}, "allocated",
+        "Korthikanti et al. 2022 Table 5; calculon validation/seqsel/tab5/gpt3-175B_seqsel.json",
+        "GPT-3 175B, TP8 PP8 on 64 GPUs, sequence parallel + selective recompute", NOT_RUN_41),
+]
+
+
+def _spawn(row: Row, runner: Callable[..., dict], steps: int) -> list[dict]:
+    from . import spawn
+
+    saved = dict(os.environ)
+    os.environ.update({"OPENREG_DEVICE_PROFILE": row.profile, "OPENREG_EXECUTE": "timing"})
+    os.environ.pop("OPENREG_RANKS_PER_NODE", None)
+    try:
+        return spawn.run(runner, row.config, steps, world=row.gpus, timeout_s=1800, pg_timeout_s=1200)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+RUNNERS: dict[type, Callable[..., dict]] = {LlamaTrain: _llama_rank, MegatronTrain: _megatron_rank,
+                                            GptFastDecode: _decode_rank}
+
+
+def run_row(row: Row, steps: int = 2) -> dict[str, Any]:
+    """Runs a row's program on its ranks; returns the modelled figures beside the published ones."""
+    t0 = time.monotonic()
+    ranks = _spawn(row, RUNNERS[type(row.config)], steps)
+    wall = time.monotonic() - t0
+    r0 = ranks[0]
+    step = max(r["step_s"] for r in ranks)  # the step ends when the slowest rank's does
+    peak = {"reserved": r0["peak_reserved"], "allocated": r0["peak_allocated"]}
+    tok = r0["tokens_per_gpu_step"] / step
+    peak_flops = r0["peak_flops"]  # the profile's dense bf16 peak, as the sources' MFU divides by
+    result = {
+        "row": row.name, "profile": row.profile, "gpus": row.gpus, "config": asdict(row.config),
+        "step_s": step, "tok_s_gpu": tok, "mfu": tok * r0["flops_per_token"] / peak_flops,
+        "mem_gib": peak[row.mem_stat] / GIB, "mem_stat": row.mem_stat,
+        "ranks_agree": len({r["step_s"] for r in ranks}) == 1,
+        "rank0": r0, "published": row.published, "source": row.source, "setup": row.setup,
+        "notes": row.notes, "wall_s": wall, "max_rank_rss_gib": max(r["rss"] for r in ranks) / GIB,
+        "sum_rank_rss_gib": sum(r["rss"] for r in ranks) / GIB,
+    }
+    if "weight_bytes" in r0:  # decode: the effective bandwidth gpt-fast reports (weights read per token)
+        result["bw_gbs"] = r0["weight_bytes"] * tok / 1e9
+    pub = dict(row.published)
+    if "step_s" in pub and "tok_s_gpu" not in pub:  # a step time: its tokens per GPU per second
+        pub["tok_s_gpu"] = r0["tokens_per_gpu_step"] / pub["step_s"]
+    if "mfu" not in pub and row.gpus > 1:  # derived from the published throughput with the same formula
+        pub["mfu"] = pub["tok_s_gpu"] * r0["flops_per_token"] / peak_flops
+        result["published_mfu_derived"] = True
+    result["published"] = pub
+    result["ratio"] = tok / pub["tok_s_gpu"]
+    if "mem_gib" in pub:
+        result["mem_ratio"] = result["mem_gib"] / pub["mem_gib"]
+    return result
