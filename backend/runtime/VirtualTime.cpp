@@ -42,8 +42,22 @@ std::int64_t virtual_now_ns() { return detail::started_runtime().virtual_now_ns(
 VirtualDeviceTime virtual_device_time(c10::DeviceIndex index) {
   ::openreg::sim::DeviceTimeStats s;
   translate_sim_errors([&] { s = detail::started_runtime().device_time_stats(index); });
-  return VirtualDeviceTime{s.compute_busy_ns, s.copy_busy_ns, s.comm_busy_ns, s.busy_ns, s.exposed_comm_ns,
-                           s.kernels,         s.peak_ns,      s.end_ns,       s.work_items};
+  VirtualDeviceTime t;
+  t.compute_busy_ns = s.compute_busy_ns;
+  t.copy_busy_ns = s.copy_busy_ns;
+  t.comm_busy_ns = s.comm_busy_ns;
+  t.busy_ns = s.busy_ns;
+  t.exposed_comm_ns = s.exposed_comm_ns;
+  t.matmul_ns = s.matmul_ns;
+  t.attention_ns = s.attention_ns;
+  t.optimizer_ns = s.optimizer_ns;
+  t.memory_bound_ns = s.memory_bound_ns;
+  t.copy_alone_ns = s.copy_alone_ns;
+  t.kernels = s.kernels;
+  t.peak_ns = s.peak_ns;
+  t.end_ns = s.end_ns;
+  t.work_items = s.work_items;
+  return t;
 }
 
 std::optional<CollectiveEstimate> modelled_collective(const std::string& kind, double bytes, int ranks, int nodes) {

@@ -51,6 +51,12 @@ struct VirtualDeviceTime {
   std::int64_t comm_busy_ns = 0;     //!< time a collective ran
   std::int64_t busy_ns = 0;          //!< time anything ran
   std::int64_t exposed_comm_ns = 0;  //!< time a collective ran with no kernel or copy beside it
+  //! compute_busy_ns by op class, each instant once (Note [Where time goes] in sim/src/virtual_clock.cpp)
+  std::int64_t matmul_ns = 0;
+  std::int64_t attention_ns = 0;     //!< (see matmul_ns)
+  std::int64_t optimizer_ns = 0;     //!< (see matmul_ns)
+  std::int64_t memory_bound_ns = 0;  //!< (see matmul_ns)
+  std::int64_t copy_alone_ns = 0;    //!< time a copy ran with no kernel beside it
   std::int64_t kernels = 0;
   double peak_ns = 0;  //!< the kernels' FLOPs at the profile's peak for their formats
   std::int64_t end_ns = 0;

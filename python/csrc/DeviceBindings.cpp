@@ -92,6 +92,11 @@ void bind_device(py::module_& m) {
           out["comm_busy_ns"] = t.comm_busy_ns;
           out["busy_ns"] = t.busy_ns;
           out["exposed_comm_ns"] = t.exposed_comm_ns;
+          out["matmul_ns"] = t.matmul_ns;
+          out["attention_ns"] = t.attention_ns;
+          out["optimizer_ns"] = t.optimizer_ns;
+          out["memory_bound_ns"] = t.memory_bound_ns;
+          out["copy_alone_ns"] = t.copy_alone_ns;
           out["kernels"] = t.kernels;
           out["peak_ns"] = t.peak_ns;
           out["end_ns"] = t.end_ns;

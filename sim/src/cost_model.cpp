@@ -194,4 +194,9 @@ CollectiveTime collective_time(const DeviceProfile& p, const CollectiveShape& sh
   return best;
 }
 
+KernelClass kernel_class(const KernelCost& cost) noexcept {
+  if (cost.kind != KernelClass::kByUnits) return cost.kind;
+  return cost.matrix ? KernelClass::kMatmul : KernelClass::kMemoryBound;
+}
+
 }  // namespace openreg::sim

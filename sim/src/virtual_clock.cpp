@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <vector>
 
 #include "openreg/sim/trace.h"
 #include "event_record.h"
@@ -73,6 +74,32 @@ namespace openreg::sim {
 // entries are dropped below the issuing thread's clock once the calendar is large: exact for one
 // host thread, approximate for several host threads whose clocks differ.
 
+// Note [Where time goes]
+// timing.region() breaks each device's time into op classes, so a user sees why a step takes what it
+// takes: matmul, attention, optimizer and memory-bound kernels (a kernel's class is decided with its
+// cost by the op that launches it: KernelClass in openreg/sim/cost.h, set by
+// backend/ops/engine/KernelCost.cpp), copies, exposed communication and idle. Items of two streams,
+// the copy engines and collectives overlap on a device's timeline, so each instant of it counts once,
+// for the first of these that holds:
+//  1. a kernel runs: the first of matmul, attention, optimizer, memory-bound among the classes of the
+//     kernels running then. A memory-bound kernel beside a GEMM on another stream is hidden behind it:
+//     the GEMM bounds that time. The order is the usual one of what bounds a step (the matrix units,
+//     then the optimizer's memory traffic, which a user can change, before other memory-bound work);
+//  2. else a copy runs: copies (a copy beside a kernel is hidden behind it);
+//  3. else a collective runs: exposed communication (exposed_comm_ns, as before);
+//  4. else nothing runs: idle, the region's wall time less its busy time (the device waited for its
+//     host, or for another device: a host-bound or waiting step).
+// So the four kernel classes sum to compute_busy_ns, the seven to the region's wall time, and no
+// instant counts twice. The bookkeeping: besides the unions of all kernels (kernels_busy), of kernels
+// and copies (work_busy) and of everything (all_busy), three nested unions of kernel intervals in that
+// order (matmul; matmul or attention; those or optimizer); each class is the difference of two
+// consecutive ones. They are flat arrays reserved once (FlatUnion), so a kernel's placement allocates
+// nothing more than before, and a memory-bound kernel touches none of them.
+// Since attribution follows what runs at each instant, a kernel placed into an earlier gap beside
+// work already counted (a GEMM of one stream beside a memory-bound kernel of another placed before
+// it) moves that time between classes. Across a region's start this can make a region's figure for
+// one class smaller than the time that class's kernels issued in it ran alone; the sum is exact.
+
 // Note [Graph launches on the virtual clock]
 // A graph replay issues its nodes as ordinary items, but on a GPU the host pays one cudaGraphLaunch for
 // all of them, not a launch and the framework's per-op work for each. So a replay runs inside a
@@ -136,6 +163,65 @@ class IntervalUnion {
   std::map<std::int64_t, std::int64_t> spans_;  // start -> end, disjoint
   std::int64_t measure_ = 0;
 };
+
+constexpr std::size_t kFlatKeep = 1024;  // FlatUnion's spans, reserved once
+
+// The measure of a union of intervals, as IntervalUnion, in a sorted array reserved once: adding an
+// interval allocates nothing (Note [Where time goes]: the per-kernel path). When it is full the oldest
+// half is forgotten (their measure stays counted), with IntervalUnion's limit: an interval overlapping
+// a forgotten one would be counted twice, which needs an item placed hundreds of intervals into the past.
+class FlatUnion {
+ public:
+  FlatUnion() { spans_.reserve(kFlatKeep); }
+  void add(std::int64_t a, std::int64_t b) {
+    if (b <= a) return;
+    // Disjoint spans sorted by start are sorted by end too: those ending before `a` stay as they are.
+    auto first = std::lower_bound(spans_.begin(), spans_.end(), a,
+                                  [](const Span& s, std::int64_t t) { return s.end < t; });
+    auto last = first;
+    std::int64_t lo = a;
+    std::int64_t hi = b;
+    for (; last != spans_.end() && last->start <= hi; ++last) {
+      lo = std::min(lo, last->start);
+      hi = std::max(hi, last->end);
+      measure_ -= last->end - last->start;
+    }
+    measure_ += hi - lo;
+    if (first != last) {  // merged into the spans it touches: no new span
+      *first = Span{lo, hi};
+      spans_.erase(std::next(first), last);
+      return;
+    }
+    if (spans_.size() == spans_.capacity()) {
+      const std::ptrdiff_t at = first - spans_.begin();
+      const auto drop = static_cast<std::ptrdiff_t>(spans_.size() / 2);
+      spans_.erase(spans_.begin(), spans_.begin() + drop);
+      first = spans_.begin() + std::max<std::ptrdiff_t>(0, at - drop);
+    }
+    spans_.insert(first, Span{lo, hi});  // within the reserved capacity: no allocation
+  }
+  std::int64_t measure() const noexcept { return measure_; }
+
+ private:
+  struct Span {
+    std::int64_t start;
+    std::int64_t end;
+  };
+  std::vector<Span> spans_;  // disjoint, not touching, sorted
+  std::int64_t measure_ = 0;
+};
+
+// The nested kernel unions of Note [Where time goes], by class: a kernel joins those from its class's
+// on (matmul: all three; attention: the last two; optimizer: the last; memory-bound: none).
+constexpr int kNestedUnions = 3;
+int first_union(KernelClass kind) noexcept {
+  switch (kind) {
+    case KernelClass::kMatmul: return 0;
+    case KernelClass::kAttention: return 1;
+    case KernelClass::kOptimizer: return 2;
+    default: return kNestedUnions;
+  }
+}
 
 // The SMs in use over time: the fraction in use from each key until the next; the last key's value
 // holds forever (0 once everything placed has ended).
@@ -208,6 +294,8 @@ struct VirtualClock::DeviceTimeline {
   std::int64_t engine_free[3];
   // all_busy: anything; work_busy: kernels or copies (all_busy less work_busy is exposed communication).
   IntervalUnion kernels_busy, copies_busy, comm_busy, work_busy, all_busy;
+  // Kernels that ran by class, nested (Note [Where time goes]): matmul; or attention; or optimizer.
+  FlatUnion by_class[kNestedUnions];
   std::int64_t kernels = 0;
   std::int64_t work_items = 0;  // kernels, copies and collectives
   double peak_ns = 0;
@@ -313,6 +401,8 @@ void VirtualClock::place(int device, StreamTimeline& stream, WorkItem& item, con
       start = d.compute.reserve(ready, duration_at, share, duration);
       end = start + duration;
       d.kernels_busy.add(start, end);
+      const KernelClass kind = cost != nullptr ? kernel_class(*cost) : KernelClass::kMemoryBound;
+      for (int u = first_union(kind); u < kNestedUnions; ++u) d.by_class[u].add(start, end);
       d.work_busy.add(start, end);
       d.all_busy.add(start, end);
       ++d.kernels;
@@ -406,6 +496,11 @@ DeviceTimeStats VirtualClock::stats(int device) {
   s.comm_busy_ns = d.comm_busy.measure();
   s.busy_ns = d.all_busy.measure();
   s.exposed_comm_ns = s.busy_ns - d.work_busy.measure();
+  s.matmul_ns = d.by_class[0].measure();
+  s.attention_ns = d.by_class[1].measure() - d.by_class[0].measure();
+  s.optimizer_ns = d.by_class[2].measure() - d.by_class[1].measure();
+  s.memory_bound_ns = s.compute_busy_ns - d.by_class[2].measure();
+  s.copy_alone_ns = d.work_busy.measure() - s.compute_busy_ns;
   s.kernels = d.kernels;
   s.peak_ns = d.peak_ns;
   s.end_ns = d.end - origin_;

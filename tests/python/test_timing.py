@@ -528,3 +528,101 @@ def test_the_timing_only_warning_is_said_by_rank_zero_only(run_python, check_ok)
         check_ok(proc)
         said[rank] = proc.stderr.count("OPENREG_EXECUTE=timing")
     assert said == {None: 1, "0": 1, "1": 0, " 3 ": 0}
+
+
+TWO_STAGE_STEP = """
+import json, torch, torch.nn as nn
+torch.manual_seed(0)
+d, heads = 256, 4
+
+class Block(nn.Module):  # pre-norm attention (SDPA, causal) and MLP
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+# Two pipeline stages, one per device: each waits for its host and for the other device.
+stages = [Block().to("openreg:0"), Block().to("openreg:1")]
+opt = torch.optim.AdamW([p for s in stages for p in s.parameters()], lr=1e-3, fused=True)
+x = torch.randn(8, 256, d, device="openreg:0")
+for _ in range(2):  # the second step, when AdamW's states exist
+    with torch.openreg.timing.region() as r:
+        stages[1](stages[0](x).to("openreg:1")).square().mean().backward()
+        opt.step(); opt.zero_grad()
+print(json.dumps({"wall": r.wall, "text": str(r), "devices": {
+    d.device: {"breakdown": d.breakdown.as_dict(), "compute": d.compute, "idle": d.idle} for d in r.devices}}))
+"""
+
+
+def ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def test_a_steps_time_by_op_class_sums_to_its_wall_time_on_every_device(run_python, check_ok):
+    # Issue 39: where a step's time goes, by op class, each instant once (Note [Where time goes] in
+    # sim/src/virtual_clock.cpp), so the classes add up to the step.
+    out = run_json(run_python, check_ok, TWO_STAGE_STEP, env={"OPENREG_DEVICE_COUNT": "2"})
+    assert sorted(out["devices"]) == ["0", "1"]
+    for device in out["devices"].values():
+        b = device["breakdown"]
+        assert list(b) == ["matmul", "attention", "memory_bound", "optimizer", "copies", "exposed_comm", "idle"]
+        assert sum(ns(v) for v in b.values()) == ns(out["wall"])  # to the nanosecond
+        assert ns(b["matmul"] + b["attention"] + b["memory_bound"] + b["optimizer"]) == ns(device["compute"])
+        assert b["idle"] == device["idle"] > 0  # each stage waits for the other
+        # The linears, SDPA's fused kernels, layer norms and GELU, and fused AdamW's kernel each show.
+        assert min(b["matmul"], b["attention"], b["memory_bound"], b["optimizer"]) > 0
+        assert b["exposed_comm"] == 0  # no collective in this step
+    assert out["text"].count("time by class: matmul") == 2
+
+
+def test_a_matmul_heavy_step_is_mostly_matmul(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        shape = dict(device="openreg", dtype=torch.bfloat16)
+        ws = [torch.empty(8192, 8192, **shape, requires_grad=True) for _ in range(4)]
+        x = torch.empty(8192, 8192, **shape)
+        with torch.openreg.timing.region() as r:
+            y = x
+            for w in ws:
+                y = y @ w
+            y.sum().backward()
+        print(json.dumps({"wall": r.wall, "breakdown": r.devices[0].breakdown.as_dict()}))
+        """,
+        env={"OPENREG_EXECUTE": "timing"},
+    )
+    b = out["breakdown"]
+    assert sum(ns(v) for v in b.values()) == ns(out["wall"])
+    assert b["matmul"] > 0.9 * out["wall"]
+
+
+def test_a_launch_bound_loop_of_tiny_kernels_is_mostly_idle(run_python, check_ok):
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch
+        a = torch.zeros(64, device="openreg")
+        torch.openreg.synchronize()
+        with torch.openreg.timing.region() as r:
+            for _ in range(200):
+                a = a + 1
+        print(json.dumps({"wall": r.wall, "breakdown": r.devices[0].breakdown.as_dict(), "text": str(r)}))
+        """,
+    )
+    b = out["breakdown"]
+    assert sum(ns(v) for v in b.values()) == ns(out["wall"])
+    # Each kernel takes the device's minimum kernel time; the host takes longer to issue the next.
+    assert b["idle"] > 0.5 * out["wall"]
+    assert b["memory_bound"] > 0 and b["matmul"] == b["attention"] == b["optimizer"] == 0
+    assert "time by class: memory-bound" in out["text"] and "idle" in out["text"].splitlines()[-1]

@@ -41,6 +41,36 @@ void gemm(sim::KernelCost& cost, double batch, std::int64_t m, std::int64_t k, s
   cost.rows = static_cast<std::int64_t>(batch) * m;
   cost.cols = n;
   cost.matrix = true;
+  cost.kind = sim::KernelClass::kMatmul;
+}
+
+bool starts_with(std::string_view name, std::string_view prefix) { return name.rfind(prefix, 0) == 0; }
+
+// Scaled dot product attention's kernels, forward and backward (the math variant is a composite: its
+// matmuls and softmax arrive as their own ops).
+bool attention_op(std::string_view name) {
+  return starts_with(name, "aten::_scaled_dot_product_") || starts_with(name, "aten::_flash_attention") ||
+         starts_with(name, "aten::_efficient_attention");
+}
+
+// The op class of an op that is not a matmul (Note [Where time goes] in sim/src/virtual_clock.cpp), from
+// its name, the one thing known at issue. Optimizer: the fused optimizers (one kernel for the step),
+// and a foreach op that arrives as one kernel; not _foreach_copy_ (FSDP2's all-gather copy-in) or
+// _foreach_zero_ (zero_grad without set_to_none), which move or fill memory for other purposes. Today
+// PyTorch's foreach ops have no PrivateUse1 kernel: their CompositeExplicitAutograd loop issues one
+// elementwise op per tensor, which is all this sees, so a foreach optimizer step (torch.optim's default
+// on openreg) and a single-tensor one count as memory-bound.
+sim::KernelClass named_class(std::string_view name) {
+  if (attention_op(name)) return sim::KernelClass::kAttention;
+  if (starts_with(name, "aten::_foreach_")) {
+    const bool other = starts_with(name, "aten::_foreach_copy") || starts_with(name, "aten::_foreach_zero");
+    return other ? sim::KernelClass::kMemoryBound : sim::KernelClass::kOptimizer;
+  }
+  if (starts_with(name, "aten::_fused_adam") || starts_with(name, "aten::_fused_sgd") ||
+      starts_with(name, "aten::_fused_adagrad")) {
+    return sim::KernelClass::kOptimizer;  // _fused_adam(_), _fused_adamw(_), _fused_sgd(_), _fused_adagrad(_)
+  }
+  return sim::KernelClass::kMemoryBound;
 }
 
 // The matrix work of ops that do any, as torch.utils.flop_counter counts it; false for other ops.
@@ -84,10 +114,10 @@ bool matrix_work(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::Ar
     cost.cols = out->size(1);
     cost.rows = out->size(1) > 0 ? out->numel() / out->size(1) : 0;
     cost.matrix = true;
+    cost.kind = sim::KernelClass::kMatmul;
     return true;
   }
-  if (name.rfind("aten::_scaled_dot_product_", 0) == 0 || name.rfind("aten::_flash_attention", 0) == 0 ||
-      name.rfind("aten::_efficient_attention", 0) == 0) {
+  if (attention_op(name)) {
     // A backward takes grad_out first, then query, key and value.
     const bool backward = name.find("backward") != std::string_view::npos;
     const std::size_t first = backward ? 1 : 0;
@@ -160,6 +190,7 @@ sim::KernelCost op_kernel_cost(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   cost.bytes = bytes;
   const std::string& name = schema.name();
   const at::ScalarType dtype = math_dtype(args, fresh);
+  cost.kind = named_class(name);  // a matmul's is set by matrix_work
   if (matrix_work(name, args, fresh, cost)) {
     const bool conv = name.find("convolution") != std::string::npos;
     const bool tf32 = conv ? at::globalContext().allowTF32CuDNN() : at::globalContext().allowTF32CuBLAS();
@@ -184,6 +215,7 @@ std::optional<double> modelled_kernel_ns(double flops, double bytes, at::ScalarT
 sim::KernelCost bytes_kernel_cost(double bytes) {
   sim::KernelCost cost;
   cost.bytes = bytes;
+  cost.kind = sim::KernelClass::kMemoryBound;
   return cost;
 }
 

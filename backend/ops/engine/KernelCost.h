@@ -2,7 +2,8 @@
 // What an op's kernel costs on a device profile (virtual time, Note [Virtual time] in
 // sim/src/virtual_clock.cpp): its FLOPs as torch.utils.flop_counter counts them for matmuls,
 // convolutions and attention, and the bytes it reads and writes, with the number format its math runs
-// in. Computed at enqueue, only when a profile is set (launch_kernel_costed).
+// in, and its op class for where a device's time goes (Note [Where time goes] in
+// sim/src/virtual_clock.cpp). Computed at enqueue, only when a profile is set (launch_kernel_costed).
 //
 // Thread-safety: pure functions of their arguments (and of ATen's global TF32 flags, read at the call).
 

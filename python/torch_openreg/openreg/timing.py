@@ -9,7 +9,7 @@ nothing virtual.
 
     with torch.openreg.timing.region() as r:
         loss = model(x).sum(); loss.backward(); opt.step()
-    print(r)  # wall time, compute / copy / idle breakdown, MFU
+    print(r)  # wall time, compute / copy / idle, MFU, and the time by op class
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ._device import current_device, device_count, synchronize
 from ._device_index import Device, _get_device_index
 from ._initialization import _lazy_call, _lazy_init
 
-__all__ = ["DeviceTime", "Region", "collective", "enabled", "now", "profile", "region"]
+__all__ = ["Breakdown", "DeviceTime", "Region", "collective", "enabled", "now", "profile", "region"]
 
 
 # Whether a profile is set; read by compiled graphs before each kernel (Note [Compiled kernels in
@@ -130,6 +130,53 @@ def collective(kind: str, nbytes: int, ranks: int, nodes: int = 1) -> tuple[floa
 
 
 @dataclass(frozen=True)
+class Breakdown:
+    """Where one device's time in a region went, in seconds of the modelled GPU, by op class. Each
+    instant of the device's timeline counts once, for the first of these that holds (Note [Where time
+    goes] in sim/src/virtual_clock.cpp): a kernel ran (the first of matmul, attention, optimizer,
+    memory-bound among the kernels running then), a copy ran, a collective ran, nothing ran. So the
+    seven sum to the region's wall time (when the region synchronizes, the default)."""
+
+    #: GEMMs and convolutions (costed by their FLOPs on the matrix units).
+    matmul: float = 0.0
+    #: Scaled dot product attention's kernels (flash, efficient, fused), forward and backward.
+    attention: float = 0.0
+    #: Every other kernel: elementwise, reductions, norms, copies made as kernels.
+    memory_bound: float = 0.0
+    #: The optimizer step's kernels: fused optimizers' (``fused=True``). PyTorch's foreach ops reach
+    #: openreg as one elementwise kernel per tensor, so a foreach step (torch.optim's default) and a
+    #: single-tensor one count as memory-bound.
+    optimizer: float = 0.0
+    #: Copies on the copy engines with no kernel beside them.
+    copies: float = 0.0
+    #: Collectives with no kernel or copy beside them.
+    exposed_comm: float = 0.0
+    #: Nothing ran: the device waited for its host (a host-bound, launch-bound step) or another device.
+    idle: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        """The classes and their seconds, in the order above."""
+        return {name: getattr(self, name) for name in _BREAKDOWN_CLASSES}
+
+    @property
+    def total(self) -> float:
+        """Their sum: the region's wall time."""
+        return sum(self.as_dict().values())
+
+
+# Breakdown's classes, in order, and how Region.__str__ names them.
+_BREAKDOWN_CLASSES = {
+    "matmul": "matmul",
+    "attention": "attention",
+    "memory_bound": "memory-bound",
+    "optimizer": "optimizer",
+    "copies": "copies",
+    "exposed_comm": "exposed comm",
+    "idle": "idle",
+}
+
+
+@dataclass(frozen=True)
 class DeviceTime:
     """One device's share of a region, in seconds of the modelled GPU."""
 
@@ -152,6 +199,8 @@ class DeviceTime:
     #: Model FLOPs utilization: the kernels' FLOPs at the profile's peak for their number formats,
     #: over the region's wall time.
     mfu: float
+    #: The region's wall time by op class, each instant once (:class:`Breakdown`).
+    breakdown: Breakdown = field(default_factory=Breakdown)
 
 
 @dataclass
@@ -175,6 +224,14 @@ class Region:
                 f"communication {d.comm * 1e3:.3f} ms ({d.exposed_comm * 1e3:.3f} ms exposed), "
                 f"idle {d.idle * 1e3:.3f} ms, {d.kernels} kernels, MFU {d.mfu * 100:.1f}%"
             )
+            total = d.breakdown.total
+            if total > 0:
+                shares = ", ".join(
+                    f"{_BREAKDOWN_CLASSES[name]} {seconds / total * 100:.1f}%"
+                    for name, seconds in d.breakdown.as_dict().items()
+                    if seconds > 0
+                )
+                lines.append(f"    time by class: {shares}")
         return "\n".join(lines)
 
 
@@ -232,6 +289,7 @@ class region:  # noqa: N801  (a context manager used like a function, as torch.p
                 return float(end[key] - start[key])
 
             busy = delta("busy_ns")
+            idle = max(0.0, wall_ns - busy) / 1e9
             self.result.devices.append(
                 DeviceTime(
                     device=d,
@@ -240,8 +298,17 @@ class region:  # noqa: N801  (a context manager used like a function, as torch.p
                     comm=delta("comm_busy_ns") / 1e9,
                     exposed_comm=delta("exposed_comm_ns") / 1e9,
                     busy=busy / 1e9,
-                    idle=max(0.0, wall_ns - busy) / 1e9,
+                    idle=idle,
                     kernels=int(delta("kernels")),
                     mfu=delta("peak_ns") / wall_ns if wall_ns > 0 else 0.0,
+                    breakdown=Breakdown(
+                        matmul=delta("matmul_ns") / 1e9,
+                        attention=delta("attention_ns") / 1e9,
+                        memory_bound=delta("memory_bound_ns") / 1e9,
+                        optimizer=delta("optimizer_ns") / 1e9,
+                        copies=delta("copy_alone_ns") / 1e9,
+                        exposed_comm=delta("exposed_comm_ns") / 1e9,
+                        idle=idle,
+                    ),
                 )
             )

@@ -366,6 +366,82 @@ TEST_F(VirtualTime, WorkItemsCountKernelsCopiesAndCollectivesNotMarkers) {
   runtime.host_free_pinned(host);
 }
 
+// Note [Where time goes]: each instant of a device's timeline counts once, for the first of matmul,
+// attention, optimizer and memory-bound among the kernels running then, else copies, else a
+// collective (exposed); whatever order the overlapping items were placed in. The oracle sweeps the
+// trace's spans instant by instant.
+TEST_F(VirtualTime, EachInstantCountsOnceForTheFirstClassRunningThen) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  Device& dev = runtime.device(0);
+  auto s1 = dev.create_stream();
+  auto s2 = dev.create_stream();
+  auto s3 = dev.create_stream();
+  // On the vector units, one SM's share, for `ms`.
+  auto narrow = [&](double ms, KernelClass kind) {
+    KernelCost c;
+    c.flops = ms * 1e-3 * p.vector_flops[static_cast<int>(NumberFormat::kFp32)];
+    c.kind = kind;
+    return c;
+  };
+  // Half the SMs (66 tiles of 128: wave efficiency 1/2) for `ms`.
+  auto half = [&](double ms, KernelClass kind) {
+    KernelCost c{ms * 1e-3 * p.tensor_flops[static_cast<int>(NumberFormat::kBf16)] * p.gemm_efficiency * 0.5, 0,
+                 NumberFormat::kBf16, true, 128 * 66, 128};
+    c.kind = kind;
+    return c;
+  };
+  const std::size_t bytes = 64 << 20;
+  void* host = runtime.host_alloc_pinned(bytes);
+  void* device = dev.memory().allocate(bytes);
+  // The memory-bound kernel is placed first; the kernels of the other stream placed after it run beside
+  // it and take its time, the optimizer's past its end; the upload outlasts every kernel.
+  s1->launch("memory", [] {}, narrow(1.0, KernelClass::kMemoryBound));
+  s2->launch("matmul", [] {}, half(0.3, KernelClass::kByUnits));  // a matrix op that did not say: matmul
+  s2->launch("attention", [] {}, half(0.3, KernelClass::kAttention));
+  s2->launch("optimizer", [] {}, narrow(0.4, KernelClass::kOptimizer));
+  s3->copy(device, host, bytes, "upload");
+  for (auto* s : {&s1, &s2, &s3}) (*s)->synchronize();
+  const std::int64_t after = runtime.virtual_now_ns();
+  runtime.place_communication(0, after + 1000, after + 101'000, nullptr);  // alone: all exposed
+  const DeviceTimeStats stats = runtime.device_time_stats(0);
+  const auto t = stop();
+
+  // The oracle: between consecutive span ends, the first class running, by the Note's order.
+  const std::vector<std::string> order = {"matmul", "attention", "optimizer", "memory", "upload"};
+  std::vector<std::int64_t> cuts;
+  for (const auto& name : order) {
+    cuts.push_back(t.at(name).start);
+    cuts.push_back(t.at(name).end);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  std::map<std::string, std::int64_t> expected;
+  for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+    for (const auto& name : order) {
+      if (t.at(name).start <= cuts[i] && cuts[i + 1] <= t.at(name).end) {
+        expected[name] += cuts[i + 1] - cuts[i];
+        break;
+      }
+    }
+  }
+  ASSERT_LT(t.at("matmul").start, t.at("memory").end);  // the setup overlaps as intended
+  ASSERT_GT(t.at("optimizer").end, t.at("memory").end);
+  ASSERT_GT(t.at("upload").end, t.at("optimizer").end);
+  EXPECT_EQ(stats.matmul_ns, 300'000);  // all of it, though placed over the memory-bound kernel
+  EXPECT_EQ(stats.matmul_ns, expected["matmul"]);
+  EXPECT_EQ(stats.attention_ns, expected["attention"]);
+  EXPECT_EQ(stats.optimizer_ns, expected["optimizer"]);
+  EXPECT_EQ(stats.memory_bound_ns, expected["memory"]);
+  EXPECT_LT(stats.memory_bound_ns, 1'000'000 - 600'000);  // matmul and attention hid 0.6 ms of it
+  EXPECT_EQ(stats.copy_alone_ns, expected["upload"]);
+  EXPECT_EQ(stats.exposed_comm_ns, 100'000);
+  // Every instant once: the classes make up the busy time.
+  EXPECT_EQ(stats.matmul_ns + stats.attention_ns + stats.optimizer_ns + stats.memory_bound_ns, stats.compute_busy_ns);
+  EXPECT_EQ(stats.compute_busy_ns + stats.copy_alone_ns + stats.exposed_comm_ns, stats.busy_ns);
+  dev.memory().free(device);
+  runtime.host_free_pinned(host);
+}
+
 TEST(VirtualTimeOff, WithoutAProfileNothingIsVirtual) {
   Runtime runtime(test::make_config(1, 1));
   EXPECT_EQ(runtime.profile(), nullptr);

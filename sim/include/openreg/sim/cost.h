@@ -12,6 +12,16 @@
 
 namespace openreg::sim {
 
+//! What kind of work a kernel is, for the breakdown of a device's time by op class (Note [Where time
+//! goes] in sim/src/virtual_clock.cpp). Decided with the cost, by the op that launches the kernel.
+enum class KernelClass : std::uint8_t {
+  kByUnits = 0,  //!< not said: matmul when the cost is `matrix`, else memory-bound (kernel_class())
+  kMatmul,       //!< GEMMs and convolutions, costed by their FLOPs on the matrix units
+  kAttention,    //!< scaled dot product attention's kernels (flash, efficient, fused), forward and backward
+  kMemoryBound,  //!< every other kernel: elementwise, reductions, norms, copies made as kernels
+  kOptimizer,    //!< an optimizer step's kernels: foreach ops and fused optimizers (Adam, AdamW, SGD, Adagrad)
+};
+
 //! What a kernel does, as the op that launches it knows it (the backend computes it from the op's
 //! shapes and dtypes at enqueue).
 struct KernelCost {
@@ -22,7 +32,12 @@ struct KernelCost {
   //! A matrix op's output as a GEMM: rows (batch folded in) and columns, for its tiles; 0: unknown.
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+  KernelClass kind = KernelClass::kByUnits;  //!< its op class, for where a device's time goes
 };
+
+//! The op class a kernel of `cost` counts in: its `kind`, or, when the op did not say, matmul for a
+//! matrix op and memory-bound for any other.
+OPENREG_SIM_API KernelClass kernel_class(const KernelCost& cost) noexcept;
 
 //! Where a copy goes, which picks its link.
 enum class CopyRoute : std::uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice, kPeer };

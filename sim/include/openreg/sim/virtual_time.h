@@ -19,6 +19,14 @@ struct DeviceTimeStats {
   std::int64_t comm_busy_ns = 0;     //!< time some collective ran (union of collective intervals)
   std::int64_t busy_ns = 0;          //!< time anything ran (union of all three)
   std::int64_t exposed_comm_ns = 0;  //!< time a collective ran with no kernel or copy beside it
+  //! compute_busy_ns by the op class of the kernels that ran (Note [Where time goes] in
+  //! sim/src/virtual_clock.cpp): time when kernels of several classes ran counts once, for the first of
+  //! matmul, attention, optimizer, memory-bound; the four sum to compute_busy_ns.
+  std::int64_t matmul_ns = 0;
+  std::int64_t attention_ns = 0;        //!< (see matmul_ns)
+  std::int64_t optimizer_ns = 0;        //!< (see matmul_ns)
+  std::int64_t memory_bound_ns = 0;     //!< (see matmul_ns)
+  std::int64_t copy_alone_ns = 0;       //!< time a copy ran with no kernel beside it
   std::int64_t kernels = 0;          //!< kernels placed
   double peak_ns = 0;                //!< the kernels' flops at the profile's peak for their formats (MFU's numerator)
   std::int64_t end_ns = 0;           //!< virtual end of the last work issued (ns since the runtime started)
