@@ -57,8 +57,9 @@ def _read_profile() -> None:
     if _C._timing_only() and _job_rank() in (None, 0):
         warnings.warn(
             "OPENREG_EXECUTE=timing: openreg devices only time their kernels and copies on the modelled GPU "
-            "and do not run them; every value read back from an openreg device is zero (times, memory peaks "
-            "and out-of-memory errors are the model's)",
+            "and do not run them; values kernels would compute read back as zeros or stale data, and only "
+            "small data moved unchanged from the host (copies and collectives of at most 1 MiB) is real "
+            "(times, memory peaks and out-of-memory errors are the model's)",
             stacklevel=2,
         )
 
