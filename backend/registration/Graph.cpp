@@ -11,8 +11,13 @@
 #include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +53,32 @@
 namespace c10::openreg {
 
 namespace {
+
+// What every writer of openreg's files refuses (Note [Writing the trace file] in
+// python/torch_openreg/openreg/_trace.py): a destination that exists and is not a regular file (a
+// symlink, dangling or not, which would write elsewhere; a FIFO, which would block; a device), checked
+// without following links, and opened so that a link or FIFO put there meanwhile fails instead.
+void write_regular_file(const std::string& path, const std::string& text) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    TORCH_CHECK(S_ISREG(st.st_mode), "openreg graph: debug_dump refuses ", path,
+                S_ISLNK(st.st_mode) ? ": the destination is a symbolic link" : ": the destination is not a regular file");
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  TORCH_CHECK(fd >= 0, "openreg graph: debug_dump cannot write ", path, ": ", std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ::ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      TORCH_CHECK(false, "openreg graph: debug_dump cannot write ", path, ": ", std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
 
 std::atomic<std::uint64_t>& next_capture_id() {
   static std::atomic<std::uint64_t> id{1};
@@ -159,10 +190,8 @@ class OpenRegGraph final : public at::GraphImplInterface {
       return;
     }
     TORCH_CHECK(has_graph_, "openreg graph: debug_dump needs a preceding successful capture");
-    std::ofstream out(path);
-    TORCH_CHECK(out, "openreg graph: cannot write ", path);
     instantiate();
-    out << executable_->dot();
+    write_regular_file(path, executable_->dot());
   }
 
  private:

@@ -264,6 +264,12 @@ def test_a_graphs_debug_dump_refuses_the_same_paths(tmp_path):
     os.mkfifo(tmp_path / "fifo.dot")
     with pytest.raises(OSError, match="the destination is a fifo"):
         g.debug_dump(str(tmp_path / "fifo.dot"))
+    # torch.accelerator.Graph's own debug_dump (no Python check before it) refuses them in C++.
+    with pytest.raises(RuntimeError, match="the destination is a symbolic link"):
+        torch.accelerator.Graph.debug_dump(g, str(tmp_path / "link.dot"))
+    with pytest.raises(RuntimeError, match="the destination is not a regular file"):
+        torch.accelerator.Graph.debug_dump(g, str(tmp_path / "fifo.dot"))
+    assert not (tmp_path / "created-through-the-link").exists()
     g.debug_dump(str(tmp_path / "graph.dot"))
     assert (tmp_path / "graph.dot").read_text().startswith("digraph")
 
