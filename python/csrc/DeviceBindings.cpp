@@ -7,6 +7,7 @@
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
 #include "backend/ops/engine/KernelCost.h"
+#include "backend/ops/engine/OptimizerStep.h"
 #include "backend/runtime/VirtualTime.h"
 
 #include <torch/csrc/Exceptions.h>
@@ -83,6 +84,8 @@ void bind_device(py::module_& m) {
         }));
   m.def("_timing_only", torch::wrap_pybind_function([] { return ore::timing_only_execution(); }));
   m.def("_timing_only_moved_bytes", [] { return ore::timing_only_moved_bytes(); });
+  // Note [Optimizer steps on the virtual clock] (backend/ops/engine/KernelCost.cpp).
+  m.def("_set_in_optimizer_step", [](bool inside) { at::openreg::set_in_optimizer_step(inside); });
   m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));
   m.def("_virtual_device_time", torch::wrap_pybind_function([](std::int64_t device) {
           const ore::VirtualDeviceTime t = ore::virtual_device_time(ore::checked_device_index(device));

@@ -626,3 +626,38 @@ def test_a_launch_bound_loop_of_tiny_kernels_is_mostly_idle(run_python, check_ok
     assert b["idle"] > 0.5 * out["wall"]
     assert b["memory_bound"] > 0 and b["matmul"] == b["attention"] == b["optimizer"] == 0
     assert "time by class: memory-bound" in out["text"] and "idle" in out["text"].splitlines()[-1]
+
+
+def test_a_foreach_optimizer_steps_kernels_count_as_the_optimizers(run_python, check_ok):
+    """torch.optim's default (foreach) and single-tensor steps reach openreg as per-tensor elementwise
+    kernels; the step hooks mark them (Note [Optimizer steps on the virtual clock]), so a region's
+    breakdown shows them as optimizer time, and the forward and backward's elementwise kernels stay
+    memory-bound. Only the class changes, never a kernel's time."""
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, torch, torch.nn as nn
+        model = nn.Sequential(nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 1024)).to("openreg")
+        x = torch.empty(64, 1024, device="openreg")
+        figures = {}
+        for foreach in (True, False):
+            opt = torch.optim.AdamW(model.parameters(), foreach=foreach)
+            model(x).sum().backward()
+            opt.step()  # the optimizer's states are made here
+            with torch.openreg.timing.region() as fwd:
+                model(x).sum().backward()
+            with torch.openreg.timing.region() as step:
+                opt.step()
+            figures[str(foreach)] = {"fwd": fwd.devices[0].breakdown.as_dict(),
+                                     "step": step.devices[0].breakdown.as_dict(), "step_wall": step.wall}
+        print(json.dumps(figures))
+        """,
+        env={"OPENREG_EXECUTE": "timing"},
+    )
+    for figures in out.values():
+        assert figures["fwd"]["optimizer"] == 0 and figures["fwd"]["memory_bound"] > 0
+        step = figures["step"]
+        assert step["memory_bound"] == 0 and step["matmul"] == 0
+        assert step["optimizer"] > 0
+        assert sum(ns(v) for v in step.values()) == ns(figures["step_wall"])

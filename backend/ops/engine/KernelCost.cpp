@@ -1,4 +1,5 @@
 #include "backend/ops/engine/KernelCost.h"
+#include "backend/ops/engine/OptimizerStep.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
@@ -53,13 +54,29 @@ bool attention_op(std::string_view name) {
          starts_with(name, "aten::_efficient_attention");
 }
 
+// Note [Optimizer steps on the virtual clock]
+// PyTorch's foreach ops have no PrivateUse1 kernel: their CompositeExplicitAutograd loop issues one
+// elementwise op per tensor, so torch.optim's default (foreach) step reaches openreg as ordinary add_,
+// mul_, lerp_, addcdiv_ kernels, and so does a single-tensor step; by name they are memory-bound like any
+// other. What knows they are the optimizer's is the optimizer: with a device profile, torch_openreg
+// registers torch.optim's global step hooks (python/torch_openreg/openreg/timing.py), which set this
+// thread's flag around every step, and a memory-bound kernel issued meanwhile counts as the
+// optimizer's (a matmul inside a step, as in Shampoo or Muon, stays a matmul). Only the class changes,
+// never the kernel's time. A step that raises skips the post hook: the flag stays set until the next
+// step ends.
+thread_local bool tl_in_optimizer_step = false;
+
+// `kind`, or the optimizer's class for a memory-bound kernel issued inside an optimizer step.
+sim::KernelClass optimizer_or(sim::KernelClass kind) noexcept {
+  return tl_in_optimizer_step && kind == sim::KernelClass::kMemoryBound ? sim::KernelClass::kOptimizer : kind;
+}
+
 // The op class of an op that is not a matmul (Note [Where time goes] in sim/src/virtual_clock.cpp), from
 // its name, the one thing known at issue. Optimizer: the fused optimizers (one kernel for the step),
 // and a foreach op that arrives as one kernel; not _foreach_copy_ (FSDP2's all-gather copy-in) or
-// _foreach_zero_ (zero_grad without set_to_none), which move or fill memory for other purposes. Today
-// PyTorch's foreach ops have no PrivateUse1 kernel: their CompositeExplicitAutograd loop issues one
-// elementwise op per tensor, which is all this sees, so a foreach optimizer step (torch.optim's default
-// on openreg) and a single-tensor one count as memory-bound.
+// _foreach_zero_ (zero_grad without set_to_none), which move or fill memory for other purposes. A
+// foreach or single-tensor optimizer step's per-tensor kernels are found by the thread's optimizer-step
+// flag instead (Note [Optimizer steps on the virtual clock]).
 sim::KernelClass named_class(std::string_view name) {
   if (attention_op(name)) return sim::KernelClass::kAttention;
   if (starts_with(name, "aten::_foreach_")) {
@@ -190,7 +207,7 @@ sim::KernelCost op_kernel_cost(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   cost.bytes = bytes;
   const std::string& name = schema.name();
   const at::ScalarType dtype = math_dtype(args, fresh);
-  cost.kind = named_class(name);  // a matmul's is set by matrix_work
+  cost.kind = optimizer_or(named_class(name));  // a matmul's is set by matrix_work
   if (matrix_work(name, args, fresh, cost)) {
     const bool conv = name.find("convolution") != std::string::npos;
     const bool tf32 = conv ? at::globalContext().allowTF32CuDNN() : at::globalContext().allowTF32CuBLAS();
@@ -215,8 +232,12 @@ std::optional<double> modelled_kernel_ns(double flops, double bytes, at::ScalarT
 sim::KernelCost bytes_kernel_cost(double bytes) {
   sim::KernelCost cost;
   cost.bytes = bytes;
-  cost.kind = sim::KernelClass::kMemoryBound;
+  cost.kind = optimizer_or(sim::KernelClass::kMemoryBound);
   return cost;
 }
+
+void set_in_optimizer_step(bool inside) noexcept { tl_in_optimizer_step = inside; }
+
+bool in_optimizer_step() noexcept { return tl_in_optimizer_step; }
 
 }  // namespace at::openreg

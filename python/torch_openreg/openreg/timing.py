@@ -17,6 +17,7 @@ from __future__ import annotations
 import numbers
 import operator
 import os
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,9 +49,35 @@ def _job_rank() -> int | None:
     return int(value) if value.isdecimal() else None
 
 
+# How deep the calling thread is in torch.optim steps (an optimizer's step may call another's).
+_step_depth = threading.local()
+
+
+def _step_entered(optimizer: Any, args: Any, kwargs: Any) -> None:
+    depth = getattr(_step_depth, "n", 0)
+    _step_depth.n = depth + 1
+    if depth == 0:
+        _C._set_in_optimizer_step(True)
+
+
+def _step_left(optimizer: Any, args: Any, kwargs: Any) -> None:
+    depth = max(getattr(_step_depth, "n", 0) - 1, 0)
+    _step_depth.n = depth
+    if depth == 0:
+        _C._set_in_optimizer_step(False)
+
+
 def _read_profile() -> None:
     global _on
     _on = _C._device_profile() is not None
+    if _on:
+        # A region's breakdown counts an optimizer step's kernels as the optimizer's (Note [Optimizer
+        # steps on the virtual clock] in backend/ops/engine/KernelCost.cpp): torch.optim's global hooks
+        # mark the thread around every step. Only with a profile: nothing else reads the mark.
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        register_optimizer_step_pre_hook(_step_entered)
+        register_optimizer_step_post_hook(_step_left)
     # Said once per job: every rank of a sizing run would print the same lines (eight ranks, eight
     # copies), and the ranks of a job share one setting of OPENREG_EXECUTE. Python's warnings module
     # already says it only once per process.
@@ -144,9 +171,9 @@ class Breakdown:
     attention: float = 0.0
     #: Every other kernel: elementwise, reductions, norms, copies made as kernels.
     memory_bound: float = 0.0
-    #: The optimizer step's kernels: fused optimizers' (``fused=True``). PyTorch's foreach ops reach
-    #: openreg as one elementwise kernel per tensor, so a foreach step (torch.optim's default) and a
-    #: single-tensor one count as memory-bound.
+    #: The optimizer step's kernels: fused optimizers', and the elementwise kernels of any torch.optim
+    #: step (foreach, torch.optim's default, or single-tensor), which torch.optim's step hooks mark
+    #: (Note [Optimizer steps on the virtual clock] in backend/ops/engine/KernelCost.cpp).
     optimizer: float = 0.0
     #: Copies on the copy engines with no kernel beside them.
     copies: float = 0.0
