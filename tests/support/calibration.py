@@ -101,6 +101,23 @@ class Row:
 # Models (written from the sources' descriptions; each says where it differs)
 
 
+def _rms_norm(dim: int):
+    """Llama's RMSNorm (eps 1e-5, computed in fp32), as both Llama programs below use it."""
+    import torch
+    import torch.nn as nn
+
+    class RMSNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            y = x.float()
+            return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * self.weight
+
+    return RMSNorm()
+
+
 def _llama(cfg: LlamaTrain):
     import torch
     import torch.nn as nn
@@ -108,15 +125,8 @@ def _llama(cfg: LlamaTrain):
 
     head_dim = cfg.dim // cfg.heads
 
-    class RMSNorm(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(cfg.dim))
-
-        def forward(self, x):
-            y = x.float()
-            y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5)
-            return y.type_as(x) * self.weight
+    def RMSNorm():  # noqa: N802 - read as the class the sources name
+        return _rms_norm(cfg.dim)
 
     def rotary(x, freqs_cis):
         # torchtitan rotates q and k as complex numbers in fp32
@@ -291,14 +301,8 @@ def _gpt_fast(cfg: GptFastDecode):
     head_dim = cfg.dim // cfg.heads
     cache_len = -(-(cfg.prompt + cfg.new_tokens) // 8) * 8  # gpt-fast rounds the cache up to 8
 
-    class RMSNorm(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(cfg.dim))
-
-        def forward(self, x):
-            y = x.float()
-            return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * self.weight
+    def RMSNorm():  # noqa: N802 - read as the class the sources name
+        return _rms_norm(cfg.dim)
 
     def rotary(x, freqs):
         # gpt-fast's real-valued rotation: pairs in fp32 against a (cos, sin) table
