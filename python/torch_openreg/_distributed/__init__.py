@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from . import _gloo_groups
+from . import _gloo_groups, _torch_compat
 from ._device import BACKEND_NAME
 from ._group import ProcessGroupOpenReg
 
@@ -41,6 +41,7 @@ def _create(opts, backend_options) -> ProcessGroupOpenReg:
 def register() -> None:
     """Registers the backend name with c10d (records a factory only), and gloo for openreg devices."""
     _gloo_groups.register()
+    _torch_compat.install()
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=[BACKEND_NAME])

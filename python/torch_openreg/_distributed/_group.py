@@ -51,6 +51,12 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 - c10d's name
         return BACKEND_NAME
 
+    def set_timeout(self, timeout: timedelta) -> None:
+        """The timeout of the operations that follow: gloo's, and the bound on draining the queue at
+        shutdown (Note [torch.distributed.set_timeout on torch 2.13])."""
+        super().set_timeout(timeout)
+        self._timeout = timeout
+
     def get_group_store(self):
         # c10d records it for split groups; the C++ base has none (a Python subclass cannot pass one).
         return self._store
