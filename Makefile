@@ -68,17 +68,18 @@ test-loaded: build
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python || exit 1; \
 	done
 
-# Third-party libraries people train with (transformers, accelerate, Lightning), pinned in
+# Third-party libraries people train with (transformers, accelerate, Lightning, torchtitan), pinned in
 # tests/ecosystem/requirements.txt, go into a virtual environment of their own that sees the system's
 # torch and torch_openreg: installing them never changes what `import torch` loads for users.
 ECO_VENV := $(BUILD_DIR)/ecosystem-venv
 deps-ecosystem: build
-	@$(ECO_VENV)/bin/python -c "import transformers, accelerate, lightning" 2>/dev/null || \
+	@$(ECO_VENV)/bin/python -c "import transformers, accelerate, lightning, torchtitan" 2>/dev/null || \
 	  { echo "deps-ecosystem: installing tests/ecosystem/requirements.txt into $(ECO_VENV)"; \
 	    $(PYTHON) -m venv --system-site-packages $(ECO_VENV) && \
 	    $(ECO_VENV)/bin/python -m pip install -q -r tests/ecosystem/requirements.txt -c tests/ecosystem/constraints.txt; }
 
-# The ecosystem tests: the libraries above training on openreg, run with the venv's Python.
+# The ecosystem tests: the libraries above training on openreg, run with the venv's Python (torchtitan's
+# tokenizer and dataset are stand-ins the tests build offline: tests/ecosystem/torchtitan_assets.py).
 test-ecosystem: deps-ecosystem
 	$(ECO_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/ecosystem
 

@@ -1,0 +1,95 @@
+"""torchtitan (the pinned 0.3.0, tests/ecosystem/requirements.txt) trains its debug model on openreg, as a
+user starts it: ``torchrun -m torchtitan.train --module llama3 --config ...``, torchtitan's code unchanged
+(issue 40). Its tokenizer and dataset are stand-ins built offline (torchtitan_assets.py).
+
+What the run needs and why (README, "torchtitan"):
+- ``llama3_debugmodel_varlen_attn``, torchtitan's own variant of the debug model with varlen attention
+  (torch.nn.attention.varlen, which runs _flash_attention_forward/_backward by name: Note [CUDA's
+  attention kernels on openreg]). The default ``llama3_debugmodel`` uses FlexAttention, which torch 2.13
+  refuses for any device type outside a fixed list (torch/nn/attention/flex_attention.py,
+  ``_validate_device``), and whose backward torch 2.13 refuses on CPU as well.
+- ``--parallelism.spmd-backend partial_dtensor``: torchtitan 0.3.0's default ``spmd_types`` passes
+  ``fully_shard`` arguments of a later torch (``dp_mesh_dims``); torch 2.13's FSDP2 refuses them with more
+  than one rank on any device.
+- ``--training.mixed-precision-param float32``: openreg runs the CPU's kernels, and this CPU has no bf16
+  matrix units (bf16 steps take ~6x longer); the loss curve is the same model's.
+- torch.distributed.set_timeout, which torchtitan calls after its first step, comes from openreg on torch
+  2.13 (Note [torch.distributed.set_timeout on torch 2.13]).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torchtitan", reason="the ecosystem tests run in build/ecosystem-venv (make test-ecosystem)")
+
+from torchtitan_assets import build as build_assets  # noqa: E402  (tests/ecosystem, beside this file)
+
+STEPS = 5
+STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("torchtitan_assets")
+    build_assets(str(root))
+    return root
+
+
+def _train(run_torchrun, assets: Path, out: Path, nproc: int, env=None):
+    return run_torchrun(
+        "-m", "torchtitan.train",
+        "--module", "llama3", "--config", "llama3_debugmodel_varlen_attn",
+        "--hf-assets-path", assets / "tokenizer", "--dataloader.dataset-path", assets / "c4_test",
+        "--dump-folder", out,
+        "--training.steps", STEPS, "--training.seq-len", 256, "--training.local-batch-size", 2,
+        "--training.mixed-precision-param", "float32", "--parallelism.spmd-backend", "partial_dtensor",
+        "--debug.seed", 0, "--validator.no-enable", "--checkpoint.no-enable", "--metrics.disable-color-printing",
+        nproc=nproc, env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(out / "hf"),
+                          **(env or {})},
+    )
+
+
+def _losses(output: str) -> dict[int, float]:
+    losses: dict[int, float] = {}
+    for line in ANSI.sub("", output).splitlines():
+        m = STEP_LINE.search(line)
+        if m:
+            losses.setdefault(int(m.group(1)), float(m.group(2)))  # both ranks log the same (averaged) loss
+    return losses
+
+
+def test_debug_model_trains_under_torchrun_on_two_devices(run_torchrun, assets, tmp_path):
+    done = _train(run_torchrun, assets, tmp_path, nproc=2)
+    output = done.stdout + done.stderr
+    losses = _losses(output)
+    # Every step ran, past the first (after which torchtitan calls torch.distributed.set_timeout).
+    assert sorted(losses) == list(range(1, STEPS + 1)), output[-4000:]
+    assert all(math.isfinite(v) for v in losses.values())
+    # The stand-in vocabulary is the debug model's (2048): an untrained model starts near ln(2048) = 7.6
+    # per token, and a few steps at lr 8e-4 bring it down.
+    assert 7.0 < losses[1] < 9.0
+    assert losses[STEPS] < losses[1] - 0.1, losses
+    assert "Training completed" in output
+
+
+def test_peak_flops_torchtitan_reads_are_the_modelled_gpus():
+    """torchtitan's MFU divides by torchtitan.tools.utils.get_peak_flops(device name): under a device
+    profile openreg's device name is the modelled GPU's ("openreg (model of H100 SXM)")."""
+    probe = (
+        "import torch; from torchtitan.tools.utils import get_peak_flops; "
+        "print(get_peak_flops(torch.openreg.get_device_name(0)))"
+    )
+    want = {"h100-sxm": 989e12, "a100-sxm": 312e12, "mi300x": 1300e12}  # torchtitan's dense bf16 figures
+    for profile, peak in want.items():
+        got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                             env={**os.environ, "OPENREG_DEVICE_PROFILE": profile})
+        assert float(got.stdout.strip().splitlines()[-1]) == peak, (profile, got.stdout, got.stderr)
