@@ -15,6 +15,9 @@ vector_tflops.fp32 = 19.5       # NVIDIA A100 datasheet, FP32
 vector_tflops.bf16 = 39         # NVIDIA A100 whitepaper, peak BF16 non-tensor
 vector_tflops.fp16 = 78         # NVIDIA A100 whitepaper, peak FP16 non-tensor
 gemm_efficiency = 0.869         # stas00/ml-engineering mamf-finder: best bf16 matmul 271.2 TFLOP/s = 86.9% of 312
+attention_forward_efficiency = 0.638   # FlashAttention-2 forward on A100 (SM80), 32 heads x 4096 keys: 185.6 TFLOP/s (liangan1/GPU_travel, performance/flash-attn), over keys/(keys + attention_half_keys)
+attention_backward_efficiency = 0.609  # assumption: the forward's x H100's measured backward/forward ratio (0.333/0.349)
+attention_half_keys = 300       # assumption: as H100's fit (FlashAttention-2's tiles are the same size on both)
 gemm_tile = 128                 # assumption: 128x128 output tiles
 memory_gbps = 2039              # NVIDIA A100 80GB SXM datasheet (2,039 GB/s)
 memory_efficiency = 0.892       # openfabric-systems/simllm PR 109: A100 memory copy 1818 GB/s = 89% of nameplate

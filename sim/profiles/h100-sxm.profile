@@ -17,6 +17,9 @@ vector_tflops.fp32 = 66.9       # NVIDIA H100 datasheet, FP32
 vector_tflops.bf16 = 133.8      # NVIDIA H100 whitepaper, peak BF16 non-tensor
 vector_tflops.fp16 = 133.8      # NVIDIA H100 whitepaper, peak FP16 non-tensor
 gemm_efficiency = 0.803         # stas00/ml-engineering mamf-finder: best bf16 matmul 794.5 TFLOP/s = 80.3% of 989.4
+attention_forward_efficiency = 0.349   # FlashAttention-2 on H100 SXM5, head dim 128, causal forward: 333 TFLOP/s at 8k keys, 298 at 2k (Shah et al. 2024, FlashAttention-3 paper, Fig. 5), over keys/(keys + attention_half_keys)
+attention_backward_efficiency = 0.333  # same paper, Fig. 6: FlashAttention-2 backward, head dim 128: 318 TFLOP/s at 8k keys, 291 at 2k
+attention_half_keys = 300       # fit: both FlashAttention-2 curves above (512 to 16k keys) within 3%, 14% at 512 forward
 gemm_tile = 128                 # assumption: 128x128 output tiles (cuBLAS/CUTLASS Hopper GEMMs' common tile)
 memory_gbps = 3350              # NVIDIA H100 datasheet (3.35 TB/s HBM3)
 memory_efficiency = 0.896       # PyTorch device-to-device copy on an H100, ~3.0 TB/s counting read + write (2026-11)

@@ -19,8 +19,19 @@ namespace openreg::sim {
 //  - memory: bytes read and written / (memory bandwidth x memory_efficiency), the fraction copies and
 //    memory-bound kernels reach (measured device-to-device copies: about 90%).
 //  - the profile's minimum kernel time (a kernel of nothing still occupies the device that long).
-// Not modelled: caches (an operand that fits in L2 is still read at HBM rate), clocks and thermals,
-// and GEMM efficiency's dependence on K and on layout beyond what the tile waves capture.
+//    Attention's fused kernels (flash, efficient) are not GEMMs: each thread block streams the keys
+//    past one tile of queries, with a softmax between its two matmuls, and they reach a smaller
+//    fraction of the matrix peak than a GEMM, smaller again in the backward (which recomputes the
+//    scores: it executes 2.5 times the forward's FLOPs, the FlashAttention papers' count). Where the
+//    profile gives them, an attention kernel runs at the peak times its direction's efficiency times
+//    keys / (keys + attention_half_keys): each query tile pays a fixed cost (loading it, rescaling and
+//    writing its output) worth attention_half_keys keys of work, so short sequences reach less (the
+//    measured curves: about 60% of the long-sequence rate at 512 keys, 90% at 2048). A causal mask's
+//    skipped blocks are not executed, so they are not in the kernel's FLOPs.
+// Not modelled: caches (an operand that fits in L2 is still read at HBM rate), clocks and thermals
+// (a profile is of one power limit: sustained clocks are in its measured efficiencies, and a part
+// run at a lower limit is a profile of its own), and GEMM efficiency's dependence on K and on layout
+// beyond what the tile waves capture.
 // A kernel's occupancy (its share of the SMs while it runs, for two streams sharing the device: Note
 // [Virtual time]) is its tiles' share of the SMs for a matrix op, and for any other op its bytes'
 // share of one full wave (kBytesPerBlock per block, one block per SM).
@@ -56,12 +67,27 @@ double wave_efficiency(const DeviceProfile& profile, const KernelCost& cost) {
 }
 }  // namespace
 
+// The fraction of the matrix peak an attention kernel reaches (Note [Cost model]); 0: the profile does
+// not say, and the kernel is costed as a GEMM.
+double attention_efficiency(const DeviceProfile& profile, const KernelCost& cost) {
+  if (kernel_class(cost) != KernelClass::kAttention || profile.attention_forward_efficiency <= 0) return 0;
+  const double plateau = cost.backward && profile.attention_backward_efficiency > 0
+                             ? profile.attention_backward_efficiency
+                             : profile.attention_forward_efficiency;
+  if (cost.keys <= 0 || profile.attention_half_keys <= 0) return plateau;
+  const auto keys = static_cast<double>(cost.keys);
+  return plateau * keys / (keys + profile.attention_half_keys);
+}
+
 double kernel_time_ns(const DeviceProfile& profile, const KernelCost& cost) noexcept {
   double compute = 0;
   if (cost.flops > 0) {
-    const bool on_matrix_units = cost.matrix && profile.tensor_flops[static_cast<int>(cost.format)] > 0;
-    const double rate = peak_flops(profile, cost) * (on_matrix_units ? profile.gemm_efficiency * wave_efficiency(profile, cost) : 1.0);
-    compute = cost.flops / rate * 1e9;
+    double efficiency = 1.0;  // the vector units: their peak
+    if (cost.matrix && profile.tensor_flops[static_cast<int>(cost.format)] > 0) {
+      const double attention = attention_efficiency(profile, cost);
+      efficiency = attention > 0 ? attention : profile.gemm_efficiency * wave_efficiency(profile, cost);
+    }
+    compute = cost.flops / (peak_flops(profile, cost) * efficiency) * 1e9;
   }
   const double memory = cost.bytes / (profile.memory_bandwidth * profile.memory_efficiency) * 1e9;
   return std::max({profile.min_kernel_ns, compute, memory});

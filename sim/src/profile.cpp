@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -66,10 +67,11 @@ constexpr Range kUnits{1, 1e5, "a whole number of units", true};  // SMs (CUs)
 constexpr Range kTile{1, 65536, "a whole tile edge", true};
 constexpr Range kEngines{1, 64, "a whole number of copy engines", true};
 constexpr Range kRanks{1, 65536, "a whole number of GPUs per node", true};
+constexpr Range kKeys{1, 1e7, "a number of keys per query"};
 
 // One profile field: its range and how its value becomes the struct's. Fields marked `required` must
 // appear; the optional ones (the per-format peaks, NVLS) may be left out or be 0 (the chip lacks it), as
-// may `comm_compute_slowdown` (no slowdown).
+// may `comm_compute_slowdown` (no slowdown) and the attention fields (attention costed as a GEMM).
 struct Field {
   bool required;
   const Range* range;  // nullptr: a text field
@@ -110,6 +112,11 @@ const std::map<std::string, Field, std::less<>>& fields() {
     }
     (*f)["gemm_efficiency"] = number_field(&DeviceProfile::gemm_efficiency, kEfficiency, 1);
     (*f)["gemm_tile"] = number_field(&DeviceProfile::gemm_tile, kTile, 1);
+    (*f)["attention_forward_efficiency"] =
+        number_field(&DeviceProfile::attention_forward_efficiency, kEfficiency, 1, /*required=*/false);
+    (*f)["attention_backward_efficiency"] =
+        number_field(&DeviceProfile::attention_backward_efficiency, kEfficiency, 1, /*required=*/false);
+    (*f)["attention_half_keys"] = number_field(&DeviceProfile::attention_half_keys, kKeys, 1, /*required=*/false);
     (*f)["memory_gbps"] = number_field(&DeviceProfile::memory_bandwidth, kBandwidthGbps, 1e9);
     (*f)["memory_efficiency"] = number_field(&DeviceProfile::memory_efficiency, kEfficiency, 1);
     (*f)["h2d_pinned_gbps"] = number_field(&DeviceProfile::h2d_pinned, kBandwidthGbps, 1e9);
@@ -249,6 +256,7 @@ std::string read_profile_file(const std::string& path, const std::string& var) {
 std::vector<std::string> shipped_profile_names() {
   std::vector<std::string> names;
   for (const auto& p : detail::shipped_profiles()) names.emplace_back(p.name);
+  std::sort(names.begin(), names.end());  // by name: "h100-sxm" before "h100-sxm-500w" (files sort the other way)
   return names;
 }
 

@@ -33,8 +33,9 @@ NOT_RUN_41 = "not run: needs the symmetric-rank mode of issue 41"
 class LlamaTrain:
     """torchtitan's Llama 3 training (torchtitan/models/llama/model.py and parallelisms/parallelize_llama.py
     at the end of 2024): fp32 parameters sharded by FSDP2 with bf16 compute and fp32 gradient reduction,
-    AdamW (betas 0.9/0.95, weight decay 0.1, foreach), gradient clipping at 1.0, per-op selective
-    activation checkpointing ('op': save matmuls except every second one, attention and reduce-scatters)."""
+    AdamW (betas 0.9/0.95, weight decay 0.1, fused: torchtitan's default optimizer.implementation),
+    gradient clipping at 1.0, per-op selective activation checkpointing ('op': save matmuls except every
+    second one, attention and reduce-scatters)."""
 
     dim: int = 4096
     layers: int = 32
@@ -238,19 +239,23 @@ def _megatron(cfg: MegatronTrain, tp: int, tp_rank: int):
 
         def core(self, q, k, v):
             # Megatron's core attention (2022, before flash attention): baddbmm with the 1/sqrt(d) scale,
-            # a causal masked softmax, dropout, and a bmm with v
-            b, s, n, d = q.shape
-            q, k, v = (t.permute(0, 2, 1, 3).reshape(b * n, s, d) for t in (q, k, v))
+            # a causal masked softmax, dropout, and a bmm with v. (Megatron's softmax is one fused kernel
+            # each way; PyTorch's one-kernel _masked_softmax has no meta function, so openreg would
+            # synchronize on it: here a masked_fill_ and a softmax.)
+            # Activations are [s, b, ...], Megatron's layout: q, k and v are strided views as batches of
+            # heads, no copies; the context is made contiguous once, as Megatron does.
+            s, b, n, d = q.shape
+            q, k, v = (t.reshape(s, b * n, d).transpose(0, 1) for t in (q, k, v))
             scores = torch.baddbmm(torch.empty(b * n, s, s, dtype=q.dtype, device=q.device), q, k.transpose(1, 2),
                                    beta=0.0, alpha=1.0 / math.sqrt(d))
             mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu_(1)
             probs = F.dropout(torch.softmax(scores.masked_fill_(mask, float("-inf")), dim=-1), 0.1)
-            return torch.bmm(probs, v).view(b, n, s, d).permute(0, 2, 1, 3).reshape(b, s, n * d)
+            return torch.bmm(probs, v).view(b, n, s, d).permute(2, 0, 1, 3).reshape(s, b, n * d)
 
         def forward(self, x):
-            b, s, _ = x.shape
+            s, b, _ = x.shape
             # Megatron's fused QKV is laid out [heads, 3, head_dim], so a column shard holds whole heads
-            q, k, v = self.query_key_value(x).view(b, s, -1, 3, head_dim).unbind(3)
+            q, k, v = self.query_key_value(x).view(s, b, -1, 3, head_dim).unbind(3)
             ctx = checkpoint(self.core, q, k, v, use_reentrant=False) if sequence_parallel else self.core(q, k, v)
             return self.dense(ctx)
 
@@ -283,9 +288,12 @@ def _megatron(cfg: MegatronTrain, tp: int, tp_rank: int):
             self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
 
         def forward(self, tokens):
-            h = self.word_embeddings(tokens)  # sequence parallel: this rank's slice of the sequence
-            start = tp_rank * h.shape[1] if sequence_parallel else 0
-            h = F.dropout(h + self.position_embeddings.weight[start : start + h.shape[1]], 0.1)
+            # [s, b, h] activations (Megatron's layout: sequence parallelism shards the first dimension,
+            # so its all-gathers and reduce-scatters need no rearranging copies); sequence parallel: this
+            # rank's slice of the sequence
+            h = self.word_embeddings(tokens.t())
+            start = tp_rank * h.shape[0] if sequence_parallel else 0
+            h = F.dropout(h + self.position_embeddings.weight[start : start + h.shape[0]].unsqueeze(1), 0.1)
             for layer in self.layers:
                 h = layer(h)
             return self.output(self.final_layernorm(h))
@@ -392,6 +400,7 @@ def _measure(dev, step: Callable[[], None], steps: int) -> dict[str, Any]:
     return {"step_s": r.wall / steps, "compute_s": d.compute / steps, "comm_s": d.comm / steps,
             "exposed_comm_s": d.exposed_comm / steps, "copy_s": d.copy / steps, "idle_s": d.idle / steps,
             "kernels": d.kernels // steps, "hw_mfu": r.mfu,
+            "breakdown_s": {k: v / steps for k, v in d.breakdown.as_dict().items()},
             "peak_allocated": torch.openreg.max_memory_allocated(dev),  # type: ignore[attr-defined]
             "peak_reserved": torch.openreg.max_memory_reserved(dev),  # type: ignore[attr-defined]
             "capacity": torch.openreg.timing.profile()["memory_bytes"],  # type: ignore[attr-defined]
@@ -422,7 +431,7 @@ def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
         fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < cfg.layers - 1)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     model.to_empty(device=dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     batch = torch.zeros(cfg.batch, cfg.seq + 1, dtype=torch.long)  # the loader's batch, on the host
 
     def step() -> None:
@@ -466,11 +475,11 @@ def _megatron_rank(rank: int, cfg: MegatronTrain, steps: int) -> dict[str, Any]:
     sp = cfg.recompute == "selective"
     with torch.device("meta"):
         model = _megatron(cfg, cfg.ranks, rank)().half()  # fp16 parameters, as Megatron keeps them
-    seq_layout = Shard(1) if sp else Replicate()
+    seq_layout = Shard(0) if sp else Replicate()  # activations are [s, b, h]
     parallelize_module(model, mesh, {
         "word_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq_layout),
         "output": ColwiseParallel(input_layouts=seq_layout, output_layouts=Shard(-1), use_local_output=False),
-        **({"final_layernorm": SequenceParallel()} if sp else {}),
+        **({"final_layernorm": SequenceParallel(sequence_dim=0)} if sp else {}),
     })
     for i, layer in enumerate(model.layers):
         plan: dict[str, Any] = {
@@ -480,8 +489,9 @@ def _megatron_rank(rank: int, cfg: MegatronTrain, steps: int) -> dict[str, Any]:
             "mlp.dense_4h_to_h": RowwiseParallel(output_layouts=seq_layout),
         }
         if sp:  # sequence parallel: layer norms and dropouts on this rank's slice of the sequence
-            gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-            plan.update({"input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
+            gather = PrepareModuleInput(input_layouts=(Shard(0),), desired_input_layouts=(Replicate(),))
+            plan.update({"input_layernorm": SequenceParallel(sequence_dim=0),
+                         "post_attention_layernorm": SequenceParallel(sequence_dim=0),
                          "attention": gather, "mlp": gather})
         parallelize_module(layer, mesh, plan)
         if cfg.recompute == "full":  # Megatron's full recompute: each layer from its input
@@ -510,7 +520,8 @@ def _megatron_rank(rank: int, cfg: MegatronTrain, steps: int) -> dict[str, Any]:
     # biases of row-parallel layers) once: on tensor-parallel rank 0
     counted = [m.grad for p, m in zip(params, main) if rank == 0 or hasattr(p, "to_local")
                and any(pl.is_shard() for pl in p.placements)]
-    opt = torch.optim.AdamW(main, lr=1e-4, weight_decay=0.01, foreach=True)
+    # apex's FusedAdam (Adam with decoupled weight decay, one multi-tensor kernel), as Megatron runs it
+    opt = torch.optim.AdamW(main, lr=1e-4, weight_decay=0.01, fused=True)
     scale = torch.tensor(2.0**16, device=dev)
     found_inf = torch.zeros(1, device=dev)
     tokens = torch.zeros(cfg.batch, cfg.seq, dtype=torch.long, device=dev)
@@ -518,7 +529,7 @@ def _megatron_rank(rank: int, cfg: MegatronTrain, steps: int) -> dict[str, Any]:
     def step() -> None:
         logits = model(tokens)
         with loss_parallel():  # Megatron's vocab-parallel cross-entropy, in fp32
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten(0, 1))
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.t().flatten(0, 1))
             (loss * scale).backward()
         found_inf.zero_()
         torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, 1.0 / scale)
@@ -605,15 +616,15 @@ def _decode_rank(rank: int, cfg: GptFastDecode, steps: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------
 # The rows
 
-H100_NOTE = ("the source's H100 is the 96 GB HBM2e part at 500 W (2.4 TB/s); run on the h100-sxm profile "
-             "(80 GB HBM3, 3.35 TB/s, 700 W), since no profile of that part exists")
+H100_NOTE = ("the source's H100 is the 96 GB HBM2e part at its 500 W limit (2.4 TB/s): the h100-sxm-500w "
+             "profile; MFU here divides by that profile's peak, torchtitan's own by the 700 W part's")
 
 ROWS: list[Row] = [
-    Row("titan-llama3.1-8b-fsdp8-h100", "h100-sxm", 8, LlamaTrain(),
+    Row("titan-llama3.1-8b-fsdp8-h100", "h100-sxm-500w", 8, LlamaTrain(),
         {"tok_s_gpu": 5762, "mem_gib": 82.4}, "reserved",
         "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 (FSDP row)",
         "Llama 3.1 8B, 8 GPUs FSDP2 (full shard), local batch 2, seq 8192, bf16 params/fp32 reduce, "
-        "selective per-op AC, AdamW (0.9, 0.95, wd 0.1, foreach), clip 1.0, no compile, no Float8",
+        "selective per-op AC, AdamW (0.9, 0.95, wd 0.1, fused), clip 1.0, no compile, no Float8",
         notes=[H100_NOTE]),
     Row("megatron-22b-tp8-full-a100", "a100-sxm", 8, MegatronTrain(recompute="full"),
         {"step_s": 1.42}, "allocated",
@@ -635,7 +646,7 @@ ROWS: list[Row] = [
                "gpt-fast compiles the decode step (Inductor fuses the pointwise ops); here it is eager ops "
                "captured in one graph, since openreg refuses mode='reduce-overhead'"]),
     # Published rows this machine cannot spawn the ranks of yet
-    Row("titan-llama3.1-8b-fsdp128-h100", "h100-sxm", 128, None, {"tok_s_gpu": 5605, "mem_gib": 67.0}, "reserved",
+    Row("titan-llama3.1-8b-fsdp128-h100", "h100-sxm-500w", 128, None, {"tok_s_gpu": 5605, "mem_gib": 67.0}, "reserved",
         "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 3",
         "Llama 3.1 8B, 128 GPUs FSDP, local batch 2, seq 8192, selective AC", NOT_RUN_41, [H100_NOTE]),
     Row("titan-llama3-8b-fsdp64-a100-sel-op", "a100-sxm", 64, None, {"tok_s_gpu": 2973, "mfu": 0.582}, "reserved",

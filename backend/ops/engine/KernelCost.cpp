@@ -1,4 +1,5 @@
 #include "backend/ops/engine/KernelCost.h"
+#include "backend/ops/engine/FusedKernel.h"
 #include "backend/ops/engine/OptimizerStep.h"
 
 #include <ATen/Context.h>
@@ -7,6 +8,8 @@
 #include <openreg/sim/profile.h>
 #include <openreg/sim/runtime.h>
 
+#include <algorithm>
+#include <optional>
 #include <string_view>
 
 namespace at::openreg {
@@ -71,6 +74,27 @@ sim::KernelClass optimizer_or(sim::KernelClass kind) noexcept {
   return tl_in_optimizer_step && kind == sim::KernelClass::kMemoryBound ? sim::KernelClass::kOptimizer : kind;
 }
 
+// Note [Kernels CUDA fuses]
+// Some ops openreg builds from several ATen ops run on CUDA as one kernel: native_dropout is CUDA's
+// fused dropout kernel (it reads the input once and writes the output and the mask), openreg's a
+// bernoulli_, a mul, a mul_ and a cast (ops/Dropout.cpp), which would cost three times the memory
+// traffic on the virtual clock. Inside a FusedKernelScope the first kernel the thread issues costs what
+// CUDA's one kernel costs and the others nothing beyond the minimum kernel time, so a program's time is
+// its CUDA kernels', not openreg's construction. Costs are made on the issuing thread, at issue.
+thread_local const sim::KernelCost* tl_fused = nullptr;
+thread_local bool tl_fused_spent = false;
+
+sim::KernelCost fused_or(const sim::KernelCost& cost) noexcept {
+  if (tl_fused == nullptr) return cost;
+  if (!tl_fused_spent) {
+    tl_fused_spent = true;
+    return *tl_fused;
+  }
+  sim::KernelCost rest;
+  rest.kind = tl_fused->kind;
+  return rest;
+}
+
 // The op class of an op that is not a matmul (Note [Where time goes] in sim/src/virtual_clock.cpp), from
 // its name, the one thing known at issue. Optimizer: the fused optimizers (one kernel for the step),
 // and a foreach op that arrives as one kernel; not _foreach_copy_ (FSDP2's all-gather copy-in) or
@@ -90,7 +114,65 @@ sim::KernelClass named_class(std::string_view name) {
   return sim::KernelClass::kMemoryBound;
 }
 
-// The matrix work of ops that do any, as torch.utils.flop_counter counts it; false for other ops.
+// The fraction of an L x S score matrix that a causal mask leaves to compute: query i sees keys up to
+// i (PyTorch's is_causal: the mask's upper-left alignment), min(i + 1, S) of them.
+double causal_fraction(double l, double s) {
+  if (l <= 0 || s <= 0) return 1.0;
+  const double full_rows = std::max(0.0, l - s);  // queries past the last key see all S keys
+  const double ramp = std::min(l, s);             // queries 0 .. ramp-1 see 1 .. ramp keys
+  return (ramp * (ramp + 1) / 2 + full_rows * s) / (l * s);
+}
+
+// Whether an attention op's mask is causal: its `is_causal` argument, or the efficient kernels'
+// `custom_mask_type` (1, 2: causal from the upper left or the lower right).
+bool causal_attention(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const c10::FunctionSchema& schema = op.schema();
+  for (const char* name : {"is_causal", "custom_mask_type"}) {
+    const std::optional<int> i = schema.argumentIndexWithName(name);
+    if (!i || static_cast<std::size_t>(*i) >= args.size()) continue;
+    const c10::IValue& v = args[*i];
+    if (v.isBool()) return v.toBool();
+    if (v.isInt()) return v.toInt() != 0;
+  }
+  return false;
+}
+
+// Note [Attention's cost]
+// A fused attention kernel's work is what it executes (Note [Cost model] in sim/src/cost_model.cpp):
+// the forward's two matmuls (q k^T and p v, 2 L S (E + Ev) per batch and head), over the blocks a causal
+// mask leaves, and a backward of 2.5 times that (it recomputes q k^T beside its four gradient matmuls,
+// the count the FlashAttention papers measure their efficiency by). torch.utils.flop_counter counts the
+// whole L x S matrix and twice the forward for the backward; MFU formulas do too, so the region's
+// hardware MFU of a causal model is lower than a formula's. The sdpa ops and the math path take
+// (.., L, E) operands; _flash_attention_* and _efficient_attention_* take (B, L, H, E).
+
+// Fills `cost` with an attention op's work (Note [Attention's cost]); leaves it unset when the
+// operands are not what it expects.
+void attention_work(std::string_view name, c10::ArrayRef<c10::IValue> args, sim::KernelCost& cost,
+                    bool causal) {
+  const bool backward = name.find("backward") != std::string_view::npos;  // grad_out comes first
+  const std::size_t first = backward ? 1 : 0;
+  const at::Tensor* q = tensor_arg(args, first);
+  const at::Tensor* k = tensor_arg(args, first + 1);
+  const at::Tensor* v = tensor_arg(args, first + 2);
+  if (q == nullptr || k == nullptr || v == nullptr || q->dim() < 3 || k->dim() < 3 || v->dim() < 3) return;
+  const bool heads_second_last = !starts_with(name, "aten::_scaled_dot_product_");
+  const std::int64_t seq_dim = heads_second_last && q->dim() == 4 ? 1 : q->dim() - 2;
+  double batch = 1;  // every dimension but the sequence and the head size
+  for (std::int64_t d = 0; d < q->dim() - 1; ++d) batch *= d == seq_dim ? 1.0 : static_cast<double>(q->size(d));
+  const double l = static_cast<double>(q->size(seq_dim));
+  const double s = static_cast<double>(k->size(seq_dim));
+  const double e = static_cast<double>(q->size(-1));
+  const double ev = static_cast<double>(v->size(-1));
+  cost.flops = 2.0 * batch * l * s * (e + ev) * (causal ? causal_fraction(l, s) : 1.0) * (backward ? 2.5 : 1.0);
+  cost.rows = static_cast<std::int64_t>(batch * l);
+  cost.cols = v->size(-1);
+  cost.matrix = true;
+  cost.backward = backward;
+  cost.keys = k->size(seq_dim);
+}
+
+// The matrix work of GEMMs and convolutions, as torch.utils.flop_counter counts it; false for other ops.
 bool matrix_work(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<at::Tensor> fresh,
                  sim::KernelCost& cost) {
   auto at = [&](std::size_t i) { return tensor_arg(args, i); };
@@ -132,28 +214,6 @@ bool matrix_work(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::Ar
     cost.rows = out->size(1) > 0 ? out->numel() / out->size(1) : 0;
     cost.matrix = true;
     cost.kind = sim::KernelClass::kMatmul;
-    return true;
-  }
-  if (attention_op(name)) {
-    // A backward takes grad_out first, then query, key and value.
-    const bool backward = name.find("backward") != std::string_view::npos;
-    const std::size_t first = backward ? 1 : 0;
-    const at::Tensor* q = at(first);
-    const at::Tensor* k = at(first + 1);
-    const at::Tensor* v = at(first + 2);
-    if (q == nullptr || k == nullptr || v == nullptr || q->dim() < 3 || k->dim() < 3 || v->dim() < 3) return false;
-    // q (.., L, E), k (.., S, E), v (.., S, Ev): q k^T and p v, each 2 L S E per batch-head; backward
-    // does twice the forward's matmuls.
-    double batch = 1;
-    for (std::int64_t d = 0; d < q->dim() - 2; ++d) batch *= static_cast<double>(q->size(d));
-    const double l = static_cast<double>(q->size(-2));
-    const double s = static_cast<double>(k->size(-2));
-    const double e = static_cast<double>(q->size(-1));
-    const double ev = static_cast<double>(v->size(-1));
-    cost.flops = 2.0 * batch * l * s * (e + ev) * (backward ? 2.0 : 1.0);
-    cost.rows = static_cast<std::int64_t>(batch * l);
-    cost.cols = v->size(-1);
-    cost.matrix = true;
     return true;
   }
   return false;
@@ -208,14 +268,15 @@ sim::KernelCost op_kernel_cost(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   const std::string& name = schema.name();
   const at::ScalarType dtype = math_dtype(args, fresh);
   cost.kind = optimizer_or(named_class(name));  // a matmul's is set by matrix_work
-  if (matrix_work(name, args, fresh, cost)) {
+  if (attention_op(name)) attention_work(name, args, cost, causal_attention(op, args));
+  if (cost.matrix || matrix_work(name, args, fresh, cost)) {
     const bool conv = name.find("convolution") != std::string::npos;
     const bool tf32 = conv ? at::globalContext().allowTF32CuDNN() : at::globalContext().allowTF32CuBLAS();
     cost.format = number_format(dtype, tf32);
   } else {
     cost.format = number_format(dtype, false);
   }
-  return cost;
+  return fused_or(cost);
 }
 
 std::optional<double> modelled_kernel_ns(double flops, double bytes, at::ScalarType dtype, bool matrix) {
@@ -233,7 +294,18 @@ sim::KernelCost bytes_kernel_cost(double bytes) {
   sim::KernelCost cost;
   cost.bytes = bytes;
   cost.kind = optimizer_or(sim::KernelClass::kMemoryBound);
-  return cost;
+  return fused_or(cost);
+}
+
+FusedKernelScope::FusedKernelScope(const sim::KernelCost& fused) noexcept
+    : outer_(tl_fused), outer_spent_(tl_fused_spent) {
+  tl_fused = &fused;
+  tl_fused_spent = false;
+}
+
+FusedKernelScope::~FusedKernelScope() {
+  tl_fused = outer_;
+  tl_fused_spent = outer_spent_;
 }
 
 void set_in_optimizer_step(bool inside) noexcept { tl_in_optimizer_step = inside; }

@@ -37,7 +37,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 double peak(const DeviceProfile& p, NumberFormat f) { return p.tensor_flops[static_cast<int>(f)]; }
 
 TEST(DeviceProfile, TheShippedProfilesParseWithTheirFigures) {
-  EXPECT_EQ(shipped_profile_names(), (std::vector<std::string>{"a100-sxm", "h100-sxm", "mi300x"}));
+  EXPECT_EQ(shipped_profile_names(), (std::vector<std::string>{"a100-sxm", "h100-sxm", "h100-sxm-500w", "mi300x"}));
   auto h100 = load_device_profile("h100-sxm", kVar);
   EXPECT_EQ(h100->name, "h100-sxm");
   EXPECT_EQ(h100->display_name, "H100 SXM");
@@ -56,12 +56,23 @@ TEST(DeviceProfile, TheShippedProfilesParseWithTheirFigures) {
   auto mi300x = load_device_profile("mi300x", kVar);
   EXPECT_EQ(mi300x->sm_count, 304);
   EXPECT_EQ(mi300x->memory_bytes, 192ull << 30);
+  EXPECT_DOUBLE_EQ(mi300x->attention_forward_efficiency, 0);  // not given: attention costed as a GEMM
+  // The 500 W, 96 GB HBM2e part of torchtitan's H100 reports: the same chip at lower clocks.
+  auto h100_500w = load_device_profile("h100-sxm-500w", kVar);
+  EXPECT_EQ(h100_500w->memory_bytes, 96ull << 30);
+  EXPECT_DOUBLE_EQ(h100_500w->memory_bandwidth, 2400e9);
+  EXPECT_DOUBLE_EQ(peak(*h100_500w, NumberFormat::kBf16), 886.8e12);
+  EXPECT_GT(peak(*h100_500w, NumberFormat::kBf16), 835.5e12);  // between H100 NVL's and SXM's datasheet peaks
+  EXPECT_LT(peak(*h100_500w, NumberFormat::kBf16), peak(*h100, NumberFormat::kBf16));
+  EXPECT_EQ(h100_500w->sm_count, h100->sm_count);
+  EXPECT_DOUBLE_EQ(h100_500w->gemm_efficiency, h100->gemm_efficiency);
+  EXPECT_DOUBLE_EQ(h100_500w->attention_backward_efficiency, h100->attention_backward_efficiency);
 }
 
 TEST(DeviceProfile, AnUnknownNameListsTheShippedOnes) {
   const std::string e = config_error([] { load_device_profile("h200", kVar); });
   EXPECT_TRUE(contains(e, "OPENREG_DEVICE_PROFILE='h200'")) << e;
-  EXPECT_TRUE(contains(e, "a100-sxm, h100-sxm, mi300x")) << e;
+  EXPECT_TRUE(contains(e, "a100-sxm, h100-sxm, h100-sxm-500w, mi300x")) << e;
   EXPECT_TRUE(contains(config_error([] { load_device_profile("/no/such/file.profile", kVar); }), "no profile file"));
 }
 
@@ -268,6 +279,38 @@ TEST_F(CostModel, MemoryBoundKernelsMoveTheirBytesAtTheMeasuredBandwidthAndTakeA
   KernelCost tiny{0, 64, NumberFormat::kFp32, false, 0, 0};
   EXPECT_DOUBLE_EQ(kernel_time_ns(*h100, tiny), 2000);  // min_kernel_us = 2.0
   EXPECT_DOUBLE_EQ(kernel_occupancy(*h100, tiny), 1.0 / 132);
+}
+
+// Attention's fused kernels against the measurements the h100-sxm profile cites (FlashAttention-2 on an
+// H100 SXM5, head dim 128, in the FlashAttention papers' count: a causal forward's skipped half is not
+// work, a backward is 2.5 forwards), within 4% at 2k and 8k keys.
+TEST_F(CostModel, AttentionRunsAtItsMeasuredFractionOfThePeakByDirectionAndSequenceLength) {
+  auto attention = [](double keys, bool backward) {
+    const double batch_heads = 16384 / keys * 16;  // the papers' shapes: batch x keys = 16k, 16 heads
+    KernelCost c;
+    c.flops = 4.0 * batch_heads * keys * keys * 128 * (backward ? 2.5 : 0.5);  // causal forward, full backward
+    c.format = NumberFormat::kBf16;
+    c.matrix = true;
+    c.rows = static_cast<std::int64_t>(batch_heads * keys);
+    c.cols = 128;
+    c.kind = KernelClass::kAttention;
+    c.backward = backward;
+    c.keys = static_cast<std::int64_t>(keys);
+    return c;
+  };
+  auto tflops = [&](const KernelCost& c) { return c.flops / kernel_time_ns(*h100, c) / 1e3; };
+  EXPECT_NEAR(tflops(attention(8192, false)), 333, 333 * 0.04);  // forward, causal
+  EXPECT_NEAR(tflops(attention(2048, false)), 298, 298 * 0.04);
+  EXPECT_NEAR(tflops(attention(8192, true)), 318, 318 * 0.04);  // backward
+  EXPECT_NEAR(tflops(attention(2048, true)), 291, 291 * 0.04);
+  // Far below a GEMM of the same work: the same cost as a matmul runs at 0.803 of the peak.
+  KernelCost as_gemm = attention(8192, false);
+  as_gemm.kind = KernelClass::kMatmul;
+  EXPECT_GT(kernel_time_ns(*h100, attention(8192, false)), 2 * kernel_time_ns(*h100, as_gemm));
+  // A profile without attention figures costs it as a GEMM, as before they existed.
+  DeviceProfile without = *h100;
+  without.attention_forward_efficiency = 0;
+  EXPECT_DOUBLE_EQ(kernel_time_ns(without, attention(8192, false)), kernel_time_ns(without, as_gemm));
 }
 
 TEST_F(CostModel, CopiesTakeTheirLinksRateAndLatency) {

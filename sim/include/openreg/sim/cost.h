@@ -33,6 +33,11 @@ struct KernelCost {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   KernelClass kind = KernelClass::kByUnits;  //!< its op class, for where a device's time goes
+  //! An attention kernel's (kind kAttention) direction and keys per query (its score matrix's width),
+  //! for the profile's attention efficiency (Note [Cost model]); `flops` are what the kernel executes,
+  //! a causal mask's skipped blocks excluded.
+  bool backward = false;
+  std::int64_t keys = 0;
 };
 
 //! The op class a kernel of `cost` counts in: its `kind`, or, when the op did not say, matmul for a

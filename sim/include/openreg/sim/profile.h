@@ -38,6 +38,12 @@ struct OPENREG_SIM_API DeviceProfile {
   //! datasheet's peak).
   double gemm_efficiency = 0;
   int gemm_tile = 128;              //!< output tile edge of the GEMM kernels (wave quantization)
+  //! Fraction of the tensor peak that the fused attention kernels (PyTorch's scaled dot product
+  //! attention) reach at long sequences, forward and backward; 0: not given (attention is costed as a
+  //! GEMM). They reach half of it at `attention_half_keys` keys per query (a fixed cost per query tile).
+  double attention_forward_efficiency = 0;
+  double attention_backward_efficiency = 0;
+  double attention_half_keys = 0;
   double memory_bandwidth = 0;      //!< bytes/s, datasheet
   double memory_efficiency = 0;     //!< fraction of it that copies and memory-bound kernels reach
   double h2d_pinned = 0;            //!< bytes/s over the host link, pinned host memory
