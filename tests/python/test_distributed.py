@@ -468,6 +468,35 @@ def test_absent_or_dead_peer_fails_the_collective_by_name():
     _spawn(_mismatched)
 
 
+def _set_timeout(rank):
+    dev = _dev(rank)
+    torch.openreg.set_device(dev)
+    store = dist.distributed_c10d._get_default_store()
+    pg = dist.new_group([0, 1], timeout=timedelta(seconds=120))
+    # torch 2.13 has the operation only as ProcessGroup.set_timeout; torch_openreg adds the function
+    # torchtitan calls (Note [torch.distributed.set_timeout on torch 2.13]), which lowers this group's
+    # timeout for what follows.
+    dist.set_timeout(timedelta(seconds=2), group=pg)
+    with pytest.raises(TypeError, match="timedelta"):
+        dist.set_timeout(2.0, group=pg)
+    if rank == 0:
+        t = torch.ones(4, device=dev)
+        start = time.monotonic()
+        dist.all_reduce(t, group=pg)  # rank 1 never joins: 2 s, not the group's 120 s
+        with pytest.raises(RuntimeError, match="(?i)allreduce.*timed out"):
+            torch.openreg.synchronize(dev)
+        assert time.monotonic() - start < 30
+        store.set("rank0_timed_out", "1")
+    else:
+        store.wait(["rank0_timed_out"], timedelta(seconds=60))
+        os._exit(0)  # its half of the group is abandoned
+
+
+def test_set_timeout_lowers_a_groups_timeout_for_what_follows():
+    assert dist.set_timeout.__module__ == "torch_openreg._distributed._torch_compat"  # torch 2.13 lacks it
+    _spawn(_set_timeout)
+
+
 # --- DTensor / FSDP2 ---------------------------------------------------------------------------
 
 
