@@ -305,7 +305,7 @@ const char* intern(const std::string& name) {
 // unordered for the thread, so the checker costs a Python call per CPU op only inside such windows.
 // A freed pinned block's history is dropped (on_pinned_freed): the copies that used it keep its storage
 // alive until they ran, so a later owner of the bytes is ordered after them, as CUDA's host allocator
-// orders reuse with events. What it cannot see is listed in the README's sanitizer limits.
+// orders reuse with events. What it cannot see is listed in docs/sanitizer.md's limits.
 namespace {
 std::atomic<HostAccessWatcher> g_host_watcher{nullptr};  // set once at import; relaxed: a plain function
 thread_local bool tls_watching = false;  // whether this thread's host-access mode is pushed

@@ -49,7 +49,7 @@ def step_autoload():
 
 # The demo's model: narrow layers, wide batch. Its kernels are many and mid-sized, so one device keeps
 # about one core busy between them (ATen's intra-op split of a kernel this size gains little), and
-# two replicas on two devices run two kernel streams side by side; see the README for what bounds it.
+# two replicas on two devices run two kernel streams side by side; see docs/figures.md for what bounds it.
 FEATURES, HIDDEN, BATCH = 32, 128, 4096
 STEPS_PER_EPOCH, EPOCHS = 8, 4
 

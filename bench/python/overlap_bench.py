@@ -36,7 +36,7 @@ RESULTS = os.path.join(os.path.dirname(HERE), "results")
 
 # Environment of each section's process (the runtime reads it once, at start). "streams" and "devices"
 # run at the DEFAULT configuration (what users get); the "_tuned" runs repeat them under the
-# configuration the README's earlier figures used, labelled. "copy" needs a limited copy bandwidth
+# configuration docs/figures.md's earlier figures used, labelled. "copy" needs a limited copy bandwidth
 # (it measures overlap against the simulated transfer time) and is otherwise default.
 SECTION_ENV = {
     "copy": {"OPENREG_COPY_BANDWIDTH": "1G"},

@@ -3,7 +3,7 @@
 CUDA shares a tensor's device memory with the receiving process (CUDA IPC). openreg devices are
 simulated inside each process, so there is no memory to share: an openreg tensor travels as a copy,
 through CPU shared memory (torch's own CPU reduction), and is rebuilt on the device of the same index
-in the receiver. Differences from CUDA, also in the README: the receiver gets a copy (in-place changes
+in the receiver. Differences from CUDA, also in docs/semantics.md: the receiver gets a copy (in-place changes
 are not seen by the other side), and the copy is taken when the tensor is pickled (for a
 ``multiprocessing.Queue``, by its feeder thread shortly after ``put``).
 

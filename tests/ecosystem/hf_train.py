@@ -1,4 +1,4 @@
-"""Hugging Face Trainer and accelerate on openreg: the README's recipe ("Hugging Face Trainer and
+"""Hugging Face Trainer and accelerate on openreg: the recipe of docs/distributed.md ("Hugging Face Trainer and
 accelerate"), run by test_transformers.py in one process and under torchrun:
 
     ACCELERATE_TORCH_DEVICE=openreg python hf_train.py OUT_DIR single
@@ -108,7 +108,7 @@ def report(model: torch.nn.Module, wrapped: torch.nn.Module, probe: Probe, losse
 def train_trainer(distributed: bool, out_dir: str, *, bf16: bool = False) -> tuple[dict, dict]:
     """Trainer, with the device from ACCELERATE_TORCH_DEVICE (and the precision from
     ACCELERATE_MIXED_PRECISION when set). ``bf16=True`` is accepted by TrainingArguments only with
-    ``use_cpu=True``, so under torchrun here (see the README)."""
+    ``use_cpu=True``, so under torchrun here (see docs/distributed.md)."""
     model = tiny_gpt2()
     probe = Probe(model)
     args = TrainingArguments(

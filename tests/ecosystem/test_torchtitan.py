@@ -2,7 +2,7 @@
 user starts it: ``torchrun -m torchtitan.train --module llama3 --config ...``, torchtitan's code unchanged
 (issue 40). Its tokenizer and dataset are stand-ins built offline (torchtitan_assets.py).
 
-What the run needs and why (README, "torchtitan"):
+What the run needs and why (docs/distributed.md, "torchtitan"):
 - ``llama3_debugmodel_varlen_attn``, torchtitan's own variant of the debug model with varlen attention
   (torch.nn.attention.varlen, which runs _flash_attention_forward/_backward by name: Note [CUDA's
   attention kernels on openreg]). The default ``llama3_debugmodel`` uses FlexAttention, which torch 2.13

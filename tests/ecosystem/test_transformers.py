@@ -1,4 +1,4 @@
-"""HF transformers' Trainer and accelerate train on openreg (issue 30, item 2), with the README's recipe
+"""HF transformers' Trainer and accelerate train on openreg (issue 30, item 2), with the recipe of docs/distributed.md
 ("Hugging Face Trainer and accelerate"): ``ACCELERATE_TORCH_DEVICE=openreg``, and under torchrun the
 process group made first and accelerate's device-agnostic DDP path (``use_cpu=True``).
 
@@ -106,7 +106,7 @@ def test_trainer_ddp_under_torchrun_matches_one_process(single, ddp):
 
 def test_trainer_bf16_autocast(single, ddp):
     # One process: bf16 from ACCELERATE_MIXED_PRECISION (TrainingArguments(bf16=True) is refused by
-    # transformers for a device it does not know, unless use_cpu=True: see the README).
+    # transformers for a device it does not know, unless use_cpu=True: see docs/distributed.md).
     one = single["trainer_bf16"]
     assert one["mixed_precision"] == "bf16" and one["matmul_dtypes"] == ["torch.bfloat16"], one
     assert one["param_devices"] == ["openreg:0"] and one["param_dtypes"] == ["torch.float32"], one

@@ -2,7 +2,7 @@
 jobs rebuilt as programs and run in timing-only execution. Two rows run at their published size and must
 stay in their band (throughput within 10% of the published figure, peak memory within 5% where the
 source gives it): a change to the timing model or a profile that moves them out fails here. The others
-take minutes (make bench runs them); torchtitan's 8B row is outside its band today (the README says
+take minutes (make bench runs them); torchtitan's 8B row is outside its band today (docs/timing.md says
 why), so it is not asserted. The Llama program runs scaled down and checks that its figures agree with
 each other."""
 

@@ -3,7 +3,7 @@
 ``OpenRegGraph`` is ``torch.cuda.CUDAGraph``'s counterpart; ``graph`` captures a block into one,
 ``graph_pool_handle`` names a memory pool graphs may share, ``make_graphed_callables`` turns modules or
 functions into graphed ones (forward and backward replayed), and ``is_current_stream_capturing`` tells
-whether work issued now is being captured. The rules of capture and replay are CUDA's (README, "Graphs";
+whether work issued now is being captured. The rules of capture and replay are CUDA's (docs/graphs.md;
 Note [Graphs on openreg] in backend/registration/Graph.cpp, Note [Stream capture] in
 backend/runtime/Capture.cpp).
 """
