@@ -268,7 +268,7 @@ sim::KernelCost op_kernel_cost(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   const std::string& name = schema.name();
   const at::ScalarType dtype = math_dtype(args, fresh);
   cost.kind = optimizer_or(named_class(name));  // a matmul's is set by matrix_work
-  if (attention_op(name)) attention_work(name, args, cost, causal_attention(op, args));
+  if (cost.kind == sim::KernelClass::kAttention) attention_work(name, args, cost, causal_attention(op, args));
   if (cost.matrix || matrix_work(name, args, fresh, cost)) {
     const bool conv = name.find("convolution") != std::string::npos;
     const bool tf32 = conv ? at::globalContext().allowTF32CuDNN() : at::globalContext().allowTF32CuBLAS();
