@@ -16,6 +16,7 @@ The modules, one concept each:
 - _gloo_groups: c10d's own gloo groups on openreg devices (Note [openreg tensors in c10d's gloo groups])
 - _views: openreg tensors as zero-copy CPU views for gloo
 - _reduce_ops: AVG and PREMUL_SUM, which gloo lacks
+- _symmetric: symmetric-rank mode, one process per role of a large job (Note [Symmetric-rank mode])
 - _device: the device type's name, torch.openreg and the backend's per-device streams
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from . import _gloo_groups, _torch_compat
+from . import _gloo_groups, _symmetric, _torch_compat
 from ._device import BACKEND_NAME
 from ._group import ProcessGroupOpenReg
 
@@ -33,7 +34,11 @@ __all__ = ["BACKEND_NAME", "ProcessGroupOpenReg", "register"]
 def _create(opts, backend_options) -> ProcessGroupOpenReg:
     # The extended API hands us the group's name: c10d does not name a Python group it returns as the
     # whole process group, and DeviceMesh/functional collectives resolve groups by name.
-    pg = ProcessGroupOpenReg(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    if _symmetric.layout() is not None:  # python -m torch_openreg.symmetric (Note [Symmetric-rank mode])
+        pg: ProcessGroupOpenReg = _symmetric.SymmetricProcessGroup(
+            opts.store, opts.group_rank, opts.group_size, opts.timeout, list(opts.global_ranks_in_group))
+    else:
+        pg = ProcessGroupOpenReg(opts.store, opts.group_rank, opts.group_size, opts.timeout)
     pg._set_group_name(opts.group_id)
     return pg
 
@@ -45,3 +50,7 @@ def register() -> None:
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=[BACKEND_NAME])
+    if _symmetric.layout() is not None:
+        # A stand-in's gloo group of N ranks would wait for N processes: CPU tensors go to the openreg
+        # group too, as they do whenever it is the default group (Note [Symmetric-rank mode]).
+        dist.Backend.default_device_backend_map["cpu"] = BACKEND_NAME

@@ -39,6 +39,10 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         self._gloo = _Gloo(store, rank, size, timeout, self)
         # c10d keeps a group's name on its backends ("ProcessGroup name not set" without one).
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        self._transport = self._gloo  # what runs the collectives whose data moves (gloo's methods)
+        self._init_state(store, timeout)
+
+    def _init_state(self, store, timeout: timedelta) -> None:
         self._store = store
         self._timeout = timeout
         self._splits = 0
@@ -205,7 +209,9 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         thread (the host copies wait for the stream; the copies back queue on it). Synchronous, like the
         sparse ops that must read the data (Note [Sparse COO on openreg]), and outside the virtual clock."""
         host = [t.cpu() for t in tensors]
-        self._gloo.allreduce(host, opts).wait()  # type: ignore[attr-defined]
+        work = self._transport.allreduce(host, opts)  # type: ignore[attr-defined]
+        if work is not None:
+            work.wait()
         for t, h in zip(tensors, host):
             t.copy_(h)
         done = _Job("allreduce", None, [], None, None, None)
@@ -242,7 +248,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
                 if gloo_name == "reduce" and mapped[-1].rootRank != self.rank():
                     views = []  # only the root's output is defined
                 post_views.append((views, scale))
-            launches.append(lambda g=gloo_name, a=mapped, k=mapped_kwargs: getattr(self._gloo, g)(*a, **k))
+            launches.append(lambda g=gloo_name, a=mapped, k=mapped_kwargs: getattr(self._transport, g)(*a, **k))
 
         def post():
             for views, scale in post_views:
@@ -255,10 +261,15 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             done = _Job(op, None, [], None, None, None)
             done._finish(None)
             return _HostWork(done, outputs)
+        keep = conv.keep
         if virtual and _clock.timing_only() and not _moves_in_timing_only(calls):
-            launches, post_views = [], []  # timing-only execution: no data moves
+            # Timing-only execution: no data moves, so the job holds no tensor. Their blocks are then
+            # freed when the program drops them, in the program's order (as CUDA's allocator counts
+            # a free at the call), not when the communication thread gets to the job's end: peak
+            # memory does not depend on how far the host ran ahead in real time.
+            launches, post_views, keep = [], [], []
         stream = _stream_args(_om().current_stream(conv.device)) if conv.device is not None else None
-        job = _Job(op, conv.device, launches, post if post_views else None, conv.keep, stream, group=self._describe())
+        job = _Job(op, conv.device, launches, post if post_views else None, keep, stream, group=self._describe())
         if virtual:
             self._place(job, calls)  # before the job is shared: the span is fixed first
         _om().sanitizer._collective(job, calls)  # torch.openreg.sanitizer: one call per collective

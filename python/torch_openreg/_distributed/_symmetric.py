@@ -1,0 +1,511 @@
+"""Symmetric-rank mode: one process stands in for every rank of its role (issue 41).
+
+Note [Symmetric-rank mode]
+A data-, tensor- or context-parallel job of N ranks is N copies of one program that differ only in
+their rank: each rank issues the same ops on the same shapes at the same virtual times. Only ranks that
+play a different role differ: the stages of a pipeline. So a job of N ranks runs as one process per
+role (``python -m torch_openreg.symmetric``), each standing in for all ranks of its role:
+- **Layout** (``Layout``): the job's mesh (dims, sizes, names; one dim of N ranks when none is given)
+  and the dims whose coordinate makes a role (``vary``, e.g. "pp"). A rank's role is its coordinates
+  along those dims; the role's stand-in is the rank with those coordinates and 0 along every other dim.
+  Choosing stand-ins that way ("aligned") means that every group containing a stand-in contains the
+  stand-ins of every role its members play: a group along a varied dim is made of stand-ins, a group
+  along any other dim holds one role. The launcher states the layout in the environment
+  (``OPENREG_SYMMETRIC``); each process's ``RANK`` is its stand-in's rank and ``WORLD_SIZE`` is N.
+- **Groups**: every group a stand-in belongs to is a ``SymmetricProcessGroup`` of its full size (c10d
+  asks only members to make one, as on a GPU; DeviceMesh makes its sub-meshes' groups with
+  ``new_group``), so every rank and size API answers as for the represented rank.
+- **Time**: a collective starts when the last of its ranks reaches it. The ranks of one role reach it
+  together (that is the assumption), so with one role in the group the stand-in's own time is the
+  group's; with several, the stand-ins of the roles in the group exchange their times, kinds and
+  sizes (a small gloo group of those stand-ins only). It then lasts the cost model's time for the
+  group's full size and nodes (Note [Collective cost model] in sim/src/cost_model.cpp): the same
+  arithmetic as the group of N processes (Note [Collectives on the virtual clock] in _clock.py), so
+  a symmetric job gives the same per-rank timeline to the nanosecond.
+- **Data**: none moves (timing-only execution is required), except control data, which moves in
+  timing-only execution too (Note [Control data in timing-only execution] in sim/src/stream.cpp): it
+  is composed as if every rank had given its stand-in's value (an all_reduce's sum is the sum over
+  roles of a stand-in's value times its role's rank count; an all_gather repeats each role's value
+  for each of its ranks), exchanged between stand-ins where the group holds several roles.
+- **Honesty checks**: what openreg can see of the assumption is checked, and a break is an error at
+  the call naming it, never a silently wrong size: stand-ins of one group must call the same
+  collectives with the same sizes (all_to_all's may differ) and roots; a send must go to a rank whose
+  stand-in receives it with the same size from this role's stand-in; a send or receive between two
+  ranks of one role is refused (the stand-in cannot tell which of its role's ranks it pairs with).
+- **Memory**: each stand-in has its rank's devices, so its peak memory is the rank's, and an
+  allocation its GPU would fail raises ``torch.OutOfMemoryError`` naming the role and its ranks
+  (``oom_context``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from . import _clock
+from ._group import ProcessGroupOpenReg
+
+ENV = "OPENREG_SYMMETRIC"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The job's ranks: a row-major mesh of ``shape`` named ``names``; ranks differ in role along ``vary``."""
+
+    shape: tuple[int, ...]
+    names: tuple[str, ...]
+    vary: tuple[str, ...] = ()
+    per_node: int = 8
+
+    def __post_init__(self) -> None:
+        if len(self.shape) != len(self.names) or not self.shape or any(s < 1 for s in self.shape):
+            raise ValueError(f"symmetric-rank mode: invalid mesh {self.describe_mesh()}")
+        unknown = [d for d in self.vary if d not in self.names]
+        if unknown:
+            raise ValueError(f"symmetric-rank mode: --vary names {unknown}, which the mesh "
+                             f"{self.describe_mesh()} does not have")
+        if self.per_node < 1:
+            raise ValueError(f"symmetric-rank mode: ranks per node must be >= 1, got {self.per_node}")
+
+    @property
+    def world(self) -> int:
+        return math.prod(self.shape)
+
+    def describe_mesh(self) -> str:
+        return ",".join(f"{n}={s}" for n, s in zip(self.names, self.shape))
+
+    def coords(self, rank: int) -> tuple[int, ...]:
+        out = []
+        for size in reversed(self.shape):
+            out.append(rank % size)
+            rank //= size
+        return tuple(reversed(out))
+
+    def rank_at(self, coords) -> int:
+        rank = 0
+        for c, size in zip(coords, self.shape):
+            rank = rank * size + c
+        return rank
+
+    def role_of(self, rank: int) -> tuple[int, ...]:
+        """A rank's role: its coordinates along the varied dims (() when every rank has one role)."""
+        c = self.coords(rank)
+        return tuple(c[self.names.index(d)] for d in self.vary)
+
+    def stand_in(self, role: tuple[int, ...]) -> int:
+        """The rank that stands in for ``role``: its coordinates, 0 along every other dim."""
+        coords = [0] * len(self.shape)
+        for d, c in zip(self.vary, role):
+            coords[self.names.index(d)] = c
+        return self.rank_at(coords)
+
+    def roles(self) -> list[tuple[int, ...]]:
+        sizes = [self.shape[self.names.index(d)] for d in self.vary]
+        out: list[tuple[int, ...]] = [()]
+        for s in sizes:
+            out = [r + (c,) for r in out for c in range(s)]
+        return out
+
+    def stand_ins(self) -> list[int]:
+        return sorted(self.stand_in(r) for r in self.roles())
+
+    def describe_role(self, role: tuple[int, ...]) -> str:
+        """"role pp=1 (ranks 16..31 of 64, 16 ranks)" or "the one role (all 64 ranks)"."""
+        if not self.vary:
+            return f"the one role (all {self.world} ranks)"
+        count = self.world // math.prod(self.shape[self.names.index(d)] for d in self.vary)
+        ranks = [r for r in range(self.world) if self.role_of(r) == role] if self.world <= 1 << 16 else []
+        span = _ranges(ranks)
+        named = ",".join(f"{d}={c}" for d, c in zip(self.vary, role))
+        return f"role {named} (ranks {span} of {self.world}: {count} ranks)"
+
+    def to_env(self) -> str:
+        return json.dumps({"shape": list(self.shape), "names": list(self.names), "vary": list(self.vary),
+                           "per_node": self.per_node})
+
+    @classmethod
+    def from_env(cls, text: str) -> Layout:
+        try:
+            d = json.loads(text)
+            return cls(tuple(int(s) for s in d["shape"]), tuple(str(n) for n in d["names"]),
+                       tuple(str(v) for v in d.get("vary", ())), int(d.get("per_node", 8)))
+        except (ValueError, KeyError, TypeError) as err:
+            raise RuntimeError(f"{ENV}='{text}' is invalid (it is set by python -m torch_openreg.symmetric): "
+                               f"{err}") from err
+
+
+def _ranges(ranks: list[int]) -> str:
+    """[0,1,2,3,8,9] -> "0..3,8..9" (at most 4 ranges, then "...")."""
+    parts: list[str] = []
+    i = 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}..{ranks[j]}")
+        i = j + 1
+    return ",".join(parts[:4]) + (",..." if len(parts) > 4 else "")
+
+
+_layout: Layout | None = None
+_layout_read = False
+
+
+def layout() -> Layout | None:
+    """The job's layout in symmetric-rank mode (``OPENREG_SYMMETRIC``), else None."""
+    global _layout, _layout_read
+    if not _layout_read:
+        text = os.environ.get(ENV, "").strip()
+        _layout = Layout.from_env(text) if text else None
+        _layout_read = True
+    return _layout
+
+
+def oom_context(rank: int) -> str:
+    """What an out-of-memory report adds in symmetric-rank mode: the role this process stands in for."""
+    lay = layout()
+    if lay is None:
+        return ""
+    return (f"symmetric-rank mode: this process is rank {rank}, standing in for "
+            f"{lay.describe_role(lay.role_of(rank))}")
+
+
+class SymmetryBroken(RuntimeError):
+    """The program did something that makes the ranks a stand-in represents differ from it."""
+
+
+def _broken(what: str) -> SymmetryBroken:
+    return SymmetryBroken(f"openreg symmetric-rank mode: {what}. A stand-in process can only represent "
+                          f"ranks that do what it does; run the job with its roles stated "
+                          f"(python -m torch_openreg.symmetric --mesh ... --vary ...) or as processes")
+
+
+class _Exchange:
+    """The stand-ins of one group's roles, as a small gloo group of their own (made at first need, by
+    every one of them at the same call of the group: c10d's order). None when the group holds one role."""
+
+    def __init__(self, group: SymmetricProcessGroup) -> None:
+        lay = group._layout
+        self.members = sorted({lay.stand_in(lay.role_of(g)) for g in group._global_ranks})
+        missing = [s for s in self.members if s not in group._global_ranks]
+        if missing:  # cannot happen with aligned stand-ins (Note [Symmetric-rank mode])
+            raise _broken(f"group {group._describe()} holds roles whose stand-ins {missing} are not in it")
+        self.rank = self.members.index(group._me)
+        opts = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
+        opts._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]  # type: ignore[attr-defined]
+        opts._timeout = group._timeout
+        self.gloo = dist.ProcessGroupGloo(dist.PrefixStore("openreg-symmetric/", group._store), self.rank,
+                                          len(self.members), opts)
+
+    def allgather(self, row: list[int]) -> list[list[int]]:
+        mine = torch.tensor(row, dtype=torch.int64)
+        out = torch.empty(len(self.members) * len(row), dtype=torch.int64)
+        try:
+            self.gloo._allgather_base(out, mine).wait()
+        except RuntimeError as err:
+            raise _clock.ExchangeFailed(str(err)) from err
+        return out.view(len(self.members), len(row)).tolist()
+
+    def allgather_tensor(self, t: torch.Tensor) -> list[torch.Tensor]:
+        outs = [torch.empty_like(t) for _ in self.members]
+        self.gloo.allgather([outs], [t.contiguous()]).wait()
+        return outs
+
+
+class _SymmetricClock:
+    """A symmetric group's place on the virtual clock: ``_clock._Clock``'s interface and arithmetic,
+    with the represented ranks' times taken to be their stand-ins' (Note [Symmetric-rank mode])."""
+
+    def __init__(self, group: SymmetricProcessGroup) -> None:
+        self._group = group
+        self._lock = threading.Lock()
+        self._lane_free = 0
+        per_node = group._layout.per_node
+        self._node_of = [r // per_node for r in group._global_ranks]
+        self.nodes = len(set(self._node_of))
+        self._sends: list[Any] = []
+
+    def _cost_ns(self, kind: str, nbytes: int, ranks: int, nodes: int) -> int:
+        ns, _ = _clock._C()._modelled_collective(kind, float(nbytes), ranks, nodes)
+        return round(ns)
+
+    def collective(self, op: str, kind: str, nbytes: int, reach_ns: int, root: int) -> tuple[int, int]:
+        with self._lock:
+            reach, size = reach_ns, nbytes
+            ex = self._group._exchange()
+            if ex is not None:
+                rows = ex.allgather([reach_ns, _clock._KIND_CODES[kind], root, nbytes])
+                for s, (_, code, their_root, their_size) in zip(ex.members, rows):
+                    theirs = _clock._KIND_NAMES.get(code, "?")
+                    if code != _clock._KIND_CODES[kind] or their_root != root or (
+                            their_size != nbytes and kind != "all_to_all"):
+                        raise _broken(
+                            f"in {self._group._describe()} rank {self._group._me} called {kind} of {nbytes} "
+                            f"bytes (root {root}) where rank {s} called {theirs} of {their_size} bytes "
+                            f"(root {their_root})")
+                reach = max(row[0] for row in rows)
+                size = max(row[3] for row in rows)
+            start = max(reach, self._lane_free)
+            end = start + self._cost_ns(kind, size, self._group.size(), self.nodes)
+            self._lane_free = end
+            return start, end
+
+    def _peer(self, peer: int, what: str) -> int:
+        """The exchange rank of a send's or recv's peer (a group rank), checked (Note [Symmetric-rank mode])."""
+        g = self._group
+        lay = g._layout
+        other = g._global_ranks[peer]
+        if lay.role_of(other) == lay.role_of(g._me):
+            raise _broken(f"rank {g._me} {what} rank {other}, a rank of its own role "
+                          f"({lay.describe_role(lay.role_of(g._me))})")
+        if lay.stand_in(lay.role_of(other)) != other:
+            raise _broken(f"rank {g._me} {what} rank {other}, whose role's stand-in is rank "
+                          f"{lay.stand_in(lay.role_of(other))}: the pairs of its ranks are not those of "
+                          f"their stand-ins")
+        ex = g._exchange()
+        assert ex is not None  # two roles in the group
+        return ex.members.index(other)
+
+    def send(self, peer: int, nbytes: int, reach_ns: int) -> tuple[int, int]:
+        with self._lock:
+            to = self._peer(peer, "sends to")
+            ex = self._group._exchange()
+            assert ex is not None
+            self._sends = [w for w in self._sends if not w.is_completed()]
+            try:
+                self._sends.append(ex.gloo.send([torch.tensor([reach_ns, nbytes], dtype=torch.int64)], to, 1))
+            except RuntimeError as err:
+                raise _clock.ExchangeFailed(str(err)) from err
+            return reach_ns, reach_ns + self._p2p_ns(peer, nbytes)
+
+    def post_recv(self, peer: int):
+        with self._lock:
+            frm = self._peer(peer, "receives from")
+            ex = self._group._exchange()
+            assert ex is not None
+            buf = torch.empty(2, dtype=torch.int64)
+            try:
+                return buf, ex.gloo.recv([buf], frm, 1)
+            except RuntimeError as err:
+                raise _clock.ExchangeFailed(str(err)) from err
+
+    def recv_span(self, posted, peer: int, nbytes: int, reach_ns: int) -> tuple[int, int]:
+        buf, work = posted
+        try:
+            work.wait()
+        except RuntimeError as err:
+            raise _clock.ExchangeFailed(str(err)) from err
+        sent_at, sent_bytes = int(buf[0]), int(buf[1])
+        if sent_bytes != nbytes:
+            g = self._group
+            raise _broken(f"rank {g._me} receives {nbytes} bytes from rank {g._global_ranks[peer]}, "
+                          f"which sends {sent_bytes}")
+        start = max(sent_at, reach_ns)
+        return start, start + self._p2p_ns(peer, nbytes)
+
+    def _p2p_ns(self, peer: int, nbytes: int) -> int:
+        nodes = 1 if self._node_of[peer] == self._node_of[self._group.rank()] else 2
+        return self._cost_ns("send_recv", nbytes, 2, nodes)
+
+    def estimate_us(self, calls) -> float:
+        kind = _clock.KINDS.get(calls[0][0])
+        if kind is None:
+            return 0.0
+        if kind == "send_recv":
+            return self._p2p_ns(int(calls[0][1][1]), _clock.payload_bytes(calls)) / 1e3
+        return self._cost_ns(kind, _clock.payload_bytes(calls), self._group.size(), self.nodes) / 1e3
+
+    def shutdown(self) -> None:
+        pass
+
+
+class _Transport:
+    """What a symmetric group's collectives do to data that moves (control data, CPU tensors): gloo's
+    method names and arguments, on CPU tensors, composed as if every rank had given its stand-in's
+    values (Note [Symmetric-rank mode]). Each returns None (done at the call)."""
+
+    def __init__(self, group: SymmetricProcessGroup) -> None:
+        self._g = group
+
+    def _values(self, t: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+        """(a role's value of ``t``, how many of the group's ranks play that role), over the group's roles."""
+        g = self._g
+        ex = g._exchange()
+        if ex is None:
+            return [(t.clone(), g.size())]
+        theirs = ex.allgather_tensor(t)
+        lay = g._layout
+        counts: dict[int, int] = {}
+        for r in g._global_ranks:
+            s = lay.stand_in(lay.role_of(r))
+            counts[s] = counts.get(s, 0) + 1
+        return [(v, counts[s]) for s, v in zip(ex.members, theirs)]
+
+    def _value_of(self, group_rank: int, t: torch.Tensor) -> torch.Tensor:
+        """The value of ``t`` on the group's rank ``group_rank``: its role's stand-in's."""
+        g = self._g
+        ex = g._exchange()
+        if ex is None:
+            return t.clone()
+        lay = g._layout
+        s = lay.stand_in(lay.role_of(g._global_ranks[group_rank]))
+        return ex.allgather_tensor(t)[ex.members.index(s)]
+
+    @staticmethod
+    def _reduce(values: list[tuple[torch.Tensor, int]], op) -> torch.Tensor:
+        R = dist.ReduceOp
+        if op == R.SUM:
+            return sum((v * c for v, c in values[1:]), values[0][0] * values[0][1])
+        if op == R.PRODUCT:
+            out = values[0][0] ** values[0][1]
+            for v, c in values[1:]:
+                out = out * v ** c
+            return out
+        if op in (R.MIN, R.MAX, R.BAND, R.BOR):
+            fn = {R.MIN: torch.minimum, R.MAX: torch.maximum, R.BAND: torch.bitwise_and,
+                  R.BOR: torch.bitwise_or}[op]
+            out = values[0][0]
+            for v, _ in values[1:]:
+                out = fn(out, v)
+            return out
+        if op == R.BXOR:
+            out = torch.zeros_like(values[0][0])
+            for v, c in values:
+                if c % 2:
+                    out = out ^ v
+            return out
+        raise _broken(f"reduce op {op} has no symmetric composition")
+
+    def allreduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        for t in tensors:
+            t.copy_(self._reduce(self._values(t), op))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts):
+        for t in tensors:
+            t.copy_(self._value_of(opts.rootRank, t))
+
+    def reduce(self, tensors, opts):
+        if opts.rootRank == self._g.rank():
+            for t in tensors:
+                t.copy_(self._reduce(self._values(t), opts.reduceOp))
+        else:
+            for t in tensors:
+                self._values(t)  # the stand-ins exchange on every rank of the group
+
+    def _gathered(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """Every group rank's value of ``t``, in group rank order."""
+        g = self._g
+        ex = g._exchange()
+        if ex is None:
+            return [t] * g.size()
+        theirs = ex.allgather_tensor(t)
+        lay = g._layout
+        return [theirs[ex.members.index(lay.stand_in(lay.role_of(r)))] for r in g._global_ranks]
+
+    def allgather(self, outputs, inputs, opts=None):
+        for outs, t in zip(outputs, inputs):
+            for o, v in zip(outs, self._gathered(t)):
+                o.copy_(v)
+
+    def _allgather_base(self, output, input, opts=None):
+        output.view(-1).copy_(torch.cat([v.reshape(-1) for v in self._gathered(input)]))
+
+    def allgather_coalesced(self, outputs, inputs, opts=None):
+        for outs, t in zip(outputs, inputs):
+            for o, v in zip(outs, self._gathered(t)):
+                o.copy_(v)
+
+    def reduce_scatter(self, outputs, input_lists, opts):
+        me = self._g.rank()
+        for o, chunks in zip(outputs, input_lists):
+            o.copy_(self._reduce(self._values(chunks[me]), opts.reduceOp))
+
+    def _reduce_scatter_base(self, output, input, opts):
+        me = self._g.rank()
+        chunk = input.view(-1).view(self._g.size(), -1)[me].view_as(output)
+        output.copy_(self._reduce(self._values(chunk), opts.reduceOp))
+
+    def barrier(self, opts=None):
+        ex = self._g._exchange()
+        if ex is not None:
+            ex.allgather([0])
+
+    def __getattr__(self, name: str):
+        # send/recv, gather, scatter, all_to_all of data that moves: no symmetric composition here
+        def refuse(*args, **kwargs):
+            raise _broken(f"{name} of data that moves (CPU tensors, or control data in timing-only "
+                          f"execution) has no symmetric composition in {self._g._describe()}")
+
+        return refuse
+
+
+class SymmetricProcessGroup(ProcessGroupOpenReg):
+    """One c10d group of the job, as its stand-in process sees it: the group's full size and this
+    process's rank in it, collectives on the virtual clock for all of its ranks (Note [Symmetric-rank
+    mode]). Its collectives go through ``ProcessGroupOpenReg._run`` like every openreg group's."""
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, global_ranks: list[int]) -> None:
+        from torch._C._distributed_c10d import FakeProcessGroup
+
+        dist.ProcessGroup.__init__(self, rank, size)  # type: ignore[call-arg]  # not the gloo group's
+        lay = layout()
+        if lay is None:
+            raise RuntimeError(f"openreg symmetric-rank mode: {ENV} is not set")
+        check_execution()
+        self._layout = lay
+        self._global_ranks = list(global_ranks) if global_ranks else list(range(size))
+        self._me = self._global_ranks[rank]
+        # c10d asks a group's backend for its capabilities and keeps the group's name on it: a fake
+        # backend of the group's size answers (it moves nothing; _Transport below composes data)
+        self._gloo = FakeProcessGroup._create_internal(rank, size)
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
+        self._transport = _Transport(self)
+        self._init_state(store, timeout)
+        self._virtual_on = True
+        self._exchange_group: _Exchange | None = None
+        self._exchange_made = False
+
+    def _exchange(self) -> _Exchange | None:
+        """The gloo group of the stand-ins of this group's roles; None when it holds one role."""
+        if not self._exchange_made:
+            lay = self._layout
+            if len({lay.role_of(g) for g in self._global_ranks}) > 1:
+                self._exchange_group = _Exchange(self)
+            self._exchange_made = True
+        return self._exchange_group
+
+    def _clock_of(self):
+        if self._clock is None:
+            self._clock = _SymmetricClock(self)
+        return self._clock
+
+    def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None, device_types=None):
+        raise NotImplementedError("openreg symmetric-rank mode: split_group is not supported (DeviceMesh "
+                                  "makes its groups with new_group when init_process_group binds no device)")
+
+    def shutdown(self) -> None:
+        self._queue.close(self._timeout.total_seconds())
+        if self._exchange_group is not None:
+            self._exchange_group.gloo.shutdown()
+        dist.ProcessGroup.shutdown(self)
+
+
+def check_execution() -> None:
+    """Symmetric-rank mode needs a device profile and timing-only execution (no data moves)."""
+    C = _clock._C()
+    if C._device_profile() is None or not C._timing_only():
+        raise RuntimeError("openreg symmetric-rank mode needs OPENREG_DEVICE_PROFILE and OPENREG_EXECUTE=timing "
+                           "(its stand-in processes move no data between the ranks they represent); "
+                           "python -m torch_openreg.symmetric sets the latter")
