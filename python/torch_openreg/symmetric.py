@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 pending.remove((s, p))
                 if code != 0 and not failed:
                     failed = code
-                    print(f"openreg symmetric: rank {s}'s process exited with {code}; stopping the others",
+                    print(f"openreg symmetric: rank {s}'s process, standing in for "
+                          f"{lay.describe_role(lay.role_of(s))}, exited with {code}; stopping the others",
                           file=sys.stderr, flush=True)
                     for _, other in pending:
                         other.send_signal(signal.SIGTERM)

@@ -29,10 +29,14 @@
 // has inconsistent 0 params", or built no buckets and crashed in the backward. Such data comes from
 // the host and travels unchanged through copies and collectives, so those still move small data:
 // a copy of at most kTimingOnlyMovedBytes (openreg/sim/timing_only.h) runs (the copy engine), and so
-// does a collective on tensors that small (python/torch_openreg/_distributed/_group.py). Kernels never
-// run: what they would compute is not the program's control data, and a small kernel over a large
-// input would read the whole unbacked input. A value a kernel should have written reads as zero, or
-// as what the block held before (small blocks are reused); never as the GPU's value.
+// does a collective on tensors that small (python/torch_openreg/_distributed/_group.py). Programs also
+// compute on control data before they read it: a pipeline schedule multiplies the stages' votes on
+// the device and sends the product on, recv_object_list sums the sizes it received before it
+// allocates the buffer (read as zero, the stages disagreed on their mode and their objects' sizes).
+// So a kernel whose cost counts at most kTimingOnlyRunKernelBytes read plus written runs too: it
+// touches at most a few pages, and no tensor whose time is modelled is that small. Every other
+// kernel only takes its time; a value it should have written reads as zero, or as what the block
+// held before (small blocks are reused); never as the GPU's value.
 
 // Note [Failure reporting]
 // Every failed work item is reported, never zero times, once per place the program looks:
@@ -79,6 +83,7 @@
 #include "schedule_fuzz.h"
 #include "trace_recorder.h"
 #include "virtual_clock.h"
+#include "openreg/sim/timing_only.h"
 #include "work_item.h"
 
 namespace openreg::sim {
@@ -300,7 +305,11 @@ void Stream::launch(const char* name, Task fn) {
 
 void Stream::launch(const char* name, Task fn, const KernelCost& cost) {
   if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
-  enqueue(fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn)), &cost);
+  WorkItem* item = fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn));
+  // Note [Control data in timing-only execution]: a kernel known to touch only a few bytes runs (an
+  // uncosted one, bytes 0, is not known to).
+  item->control = cost.bytes > 0 && cost.bytes <= static_cast<double>(kTimingOnlyRunKernelBytes);
+  enqueue(item, &cost);
 }
 
 void Stream::host_callback(const char* name, Task fn) {
@@ -468,7 +477,7 @@ void Stream::run_task(WorkItem* item) {
   try {
     // Note [Timing-only execution]: a kernel is only timed; host callbacks still run (they release
     // what the host lent the stream, and complete the program's own callbacks).
-    if (s_->run_kernels || item->kind != ItemKind::kKernel) item->fn();
+    if (s_->run_kernels || item->kind != ItemKind::kKernel || item->control) item->fn();
   } catch (const std::exception& e) {
     s_->record_failure(item->name, e.what());
   } catch (...) {

@@ -39,6 +39,8 @@ struct WorkItem {
   bool fuzzed = false;            // its schedule-fuzz delay was decided (Note [Schedule fuzzing])
   CopyRoute route = CopyRoute::kDeviceToDevice;  // kCopy: which link (Note [Cost model])
   bool pinned = false;            // kCopy: its host side is pinned memory
+  bool control = false;           // kKernel: runs in timing-only execution too (Note [Control data in
+                                  // timing-only execution] in stream.cpp)
   std::int64_t vstart = -1;       // virtual start and end (Note [Virtual time]); -1 without a profile
   std::int64_t vend = -1;
 
@@ -47,6 +49,7 @@ struct WorkItem {
     fn.reset();
     record.reset();
     fuzzed = false;
+    control = false;
   }
 };
 

@@ -199,11 +199,18 @@ class _Exchange:
         if missing:  # cannot happen with aligned stand-ins (Note [Symmetric-rank mode])
             raise _broken(f"group {group._describe()} holds roles whose stand-ins {missing} are not in it")
         self.rank = self.members.index(group._me)
+        # Two gloo groups: the virtual times go over ``gloo`` from the calling thread, the data that
+        # moves over ``data`` from the communication thread; one group used from both threads could
+        # issue them in a different order on different stand-ins.
+        self.gloo = self._gloo(group, "openreg-symmetric/time/")
+        self.data = self._gloo(group, "openreg-symmetric/data/")
+
+    def _gloo(self, group: SymmetricProcessGroup, prefix: str):
         opts = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
+        # the stand-ins run on this machine (python -m torch_openreg.symmetric starts them)
         opts._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]  # type: ignore[attr-defined]
         opts._timeout = group._timeout
-        self.gloo = dist.ProcessGroupGloo(dist.PrefixStore("openreg-symmetric/", group._store), self.rank,
-                                          len(self.members), opts)
+        return dist.ProcessGroupGloo(dist.PrefixStore(prefix, group._store), self.rank, len(self.members), opts)
 
     def allgather(self, row: list[int]) -> list[list[int]]:
         mine = torch.tensor(row, dtype=torch.int64)
@@ -216,7 +223,7 @@ class _Exchange:
 
     def allgather_tensor(self, t: torch.Tensor) -> list[torch.Tensor]:
         outs = [torch.empty_like(t) for _ in self.members]
-        self.gloo.allgather([outs], [t.contiguous()]).wait()
+        self.data.allgather([outs], [t.contiguous()]).wait()
         return outs
 
 
@@ -440,7 +447,18 @@ class _Transport:
     def barrier(self, opts=None):
         ex = self._g._exchange()
         if ex is not None:
-            ex.allgather([0])
+            ex.data.barrier().wait()
+
+    # send and recv between stand-ins of different roles (the clock refuses pairs within one role)
+    def send(self, tensors, dst: int, tag: int = 0):
+        ex = self._g._exchange()
+        assert ex is not None
+        return ex.data.send(tensors, ex.members.index(self._g._global_ranks[dst]), tag)
+
+    def recv(self, tensors, src: int, tag: int = 0):
+        ex = self._g._exchange()
+        assert ex is not None
+        return ex.data.recv(tensors, ex.members.index(self._g._global_ranks[src]), tag)
 
     def __getattr__(self, name: str):
         # send/recv, gather, scatter, all_to_all of data that moves: no symmetric composition here
@@ -499,6 +517,7 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
         self._queue.close(self._timeout.total_seconds())
         if self._exchange_group is not None:
             self._exchange_group.gloo.shutdown()
+            self._exchange_group.data.shutdown()
         dist.ProcessGroup.shutdown(self)
 
 

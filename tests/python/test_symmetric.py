@@ -1,0 +1,148 @@
+"""Symmetric-rank mode (issue 41; Note [Symmetric-rank mode] in torch_openreg/_distributed/_symmetric.py):
+a job of N ranks run as one process per role gives each stand-in rank the same step time (to the
+nanosecond), peak memory and collective timeline as the job run with every rank a process; the
+represented ranks answer every rank and size API; what breaks the symmetry is an error naming it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "tests" / "support" / "symmetric_job.py"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for key in [k for k in env if k.startswith("OPENREG_")]:
+        del env[key]
+    env.update({"OPENREG_DEVICE_PROFILE": "h100-sxm", "OPENREG_EXECUTE": "timing", "OPENREG_DEVICE_COUNT": "8",
+                "OPENREG_RANKS_PER_NODE": "8", "PYTHONWARNINGS": "ignore"})
+    env.update(extra)
+    return env
+
+
+def _results(out: Path) -> dict[int, dict]:
+    return {int(p.stem[4:]): json.loads(p.read_text()) for p in out.glob("rank*.json")}
+
+
+def _as_processes(world: int, kinds: str, out: Path) -> dict[int, dict]:
+    out.mkdir()
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", str(JOB), kinds, "--out", str(out)]
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return _results(out)
+
+
+def _symmetric(args: list[str], script: list[str], out: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch_openreg.symmetric", *args, *script]
+    if out is not None:
+        out.mkdir()
+        cmd += ["--out", str(out)]
+    return subprocess.run(cmd, env=_env(**env), capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize(("world", "kinds", "layout"), [
+    (8, "fsdp,hsdp,tp", ["--world-size", "8"]),
+    (16, "fsdp,hsdp,tp", ["--world-size", "16"]),  # two nodes of 8
+    (8, "pp,fsdp", ["--mesh", "pp=2,dp=4", "--vary", "pp"]),  # two roles; FSDP's group holds both
+])
+def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_processes(tmp_path, world, kinds, layout):
+    procs = _as_processes(world, kinds, tmp_path / "procs")
+    assert sorted(procs) == list(range(world))
+    r = _symmetric(layout, [str(JOB), kinds], tmp_path / "sym")
+    assert r.returncode == 0, r.stderr[-4000:]
+    sym = _results(tmp_path / "sym")
+    roles = 2 if "--vary" in layout else 1
+    assert len(sym) == roles  # one process per role, not per rank
+    for rank, got in sym.items():
+        assert got["world"] == world
+        want = procs[rank]
+        for kind in kinds.split(","):
+            assert got[kind]["collectives"], kind  # the step communicates
+            assert got[kind] == want[kind], (rank, kind)  # step ns, peaks, every collective's span
+
+
+def test_stand_ins_answer_for_the_job_and_compose_control_data_from_every_rank(tmp_path):
+    program = tmp_path / "api.py"
+    program.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
+        "dist.init_process_group()\n"
+        "mesh = init_device_mesh('openreg', (4, 2, 8), mesh_dim_names=('pp', 'dp', 'tp'))\n"
+        "me = dist.get_rank()\n"
+        "ones = torch.ones(3, device='openreg')\n"
+        "dist.all_reduce(ones)\n"
+        "world = torch.zeros(64, dtype=torch.long, device='openreg')\n"
+        "dist.all_gather_into_tensor(world, torch.tensor([me], device='openreg'))\n"
+        "tp = torch.tensor([float(me)], device='openreg')\n"
+        "dist.all_reduce(tp, op=dist.ReduceOp.MAX, group=mesh.get_group('tp'))\n"
+        "print('API', me, dist.get_world_size(), mesh['tp'].size(), mesh.get_local_rank('pp'),\n"
+        "      mesh.get_group('dp').size(), ones.tolist(), sorted(set(world.tolist())), tp.item(), flush=True)\n"
+        "dist.destroy_process_group()\n")
+    r = _symmetric(["--mesh", "pp=4,dp=2,tp=8", "--vary", "pp"], [str(program)])
+    assert r.returncode == 0, r.stderr[-4000:]
+    lines = sorted(line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("API "))
+    # stand-ins of the 4 stages: ranks 0, 16, 32, 48; every rank of a stage is taken to give its value
+    assert lines == [
+        f"{s} 64 8 {s // 16} 2 [64.0, 64.0, 64.0] {[0, 16, 32, 48]} {float(s)}" for s in (0, 16, 32, 48)
+    ]
+    assert "64 ranks (mesh pp=4,dp=2,tp=8, 8 per node) as 4 processes" in r.stderr
+
+
+def test_collectives_that_differ_between_roles_are_an_error_naming_the_point(tmp_path):
+    program = tmp_path / "asym.py"
+    program.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
+        "dist.init_process_group()\n"
+        "n = 4 if dist.get_rank() == 0 else 8\n"
+        "dist.all_reduce(torch.ones(n, device='openreg'))\n"
+        "torch.openreg.synchronize()\n"
+        "dist.destroy_process_group()\n")
+    r = _symmetric(["--mesh", "pp=2,dp=4", "--vary", "pp"], [str(program)])
+    assert r.returncode != 0
+    assert "openreg symmetric-rank mode: in group 0 (default_pg) rank" in r.stderr
+    assert "all_reduce of 16 bytes" in r.stderr and "all_reduce of 32 bytes" in r.stderr
+
+
+def test_a_send_between_ranks_of_one_role_is_refused(tmp_path):
+    program = tmp_path / "ring.py"
+    program.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
+        "dist.init_process_group()\n"
+        "me, n = dist.get_rank(), dist.get_world_size()\n"
+        "dist.send(torch.ones(4, device='openreg'), (me + 1) % n)\n"
+        "dist.destroy_process_group()\n")
+    r = _symmetric(["--world-size", "16"], [str(program)])
+    assert r.returncode != 0
+    assert "openreg symmetric-rank mode: rank 0 sends to rank 1, a rank of its own role" in r.stderr
+
+
+def test_an_out_of_memory_rank_is_reported_with_its_role(tmp_path):
+    program = tmp_path / "oom.py"
+    program.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
+        "dist.init_process_group()\n"
+        "if dist.get_rank() == 8:  # the last stage holds more\n"
+        "    torch.empty(100 * 2**30, dtype=torch.uint8, device='openreg')\n"
+        "dist.barrier()\n"
+        "dist.destroy_process_group()\n")
+    r = _symmetric(["--mesh", "pp=2,dp=8", "--vary", "pp"], [str(program)])
+    assert r.returncode != 0
+    assert "torch.OutOfMemoryError" in r.stderr
+    assert "rank 8's process, standing in for role pp=1 (ranks 8..15 of 16: 8 ranks), exited with 1" in r.stderr
+
+
+def test_the_launcher_refuses_a_mesh_that_does_not_name_its_varied_dim():
+    r = _symmetric(["--mesh", "dp=4,tp=2", "--vary", "pp"], ["unused.py"])
+    assert r.returncode == 2
+    assert "--vary names ['pp'], which the mesh dp=4,tp=2 does not have" in r.stderr
