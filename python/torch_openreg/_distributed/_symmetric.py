@@ -367,8 +367,9 @@ class _Transport:
         return ex.allgather_tensor(t)[ex.members.index(s)]
 
     @staticmethod
-    def _reduce(values: list[tuple[torch.Tensor, int]], op) -> torch.Tensor:
-        R = dist.ReduceOp
+    def _reduce(values: list[tuple[torch.Tensor, int]], reduce_op) -> torch.Tensor:
+        R = dist.ReduceOp.RedOpType
+        op = getattr(reduce_op, "op", reduce_op)  # a ReduceOp's type (ReduceOp == RedOpType is one-sided)
         if op == R.SUM:
             return sum((v * c for v, c in values[1:]), values[0][0] * values[0][1])
         if op == R.PRODUCT:
@@ -389,7 +390,7 @@ class _Transport:
                 if c % 2:
                     out = out ^ v
             return out
-        raise _broken(f"reduce op {op} has no symmetric composition")
+        raise _broken(f"reduce op {op.name} has no symmetric composition")
 
     def allreduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
