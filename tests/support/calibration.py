@@ -851,6 +851,12 @@ ROWS: list[Row] = [
         "Llama 3.1 8B, 8 GPUs FSDP, seq 32768, local batch 1, full AC, torch.compile + Float8",
         "not run: needs torchao's Float8 linears (torchao is not installed here) and torch.compile of the "
         "whole model on 8 ranks", [H100_NOTE]),
+    Row("gpt-fast-llama2-7b-decode-tp8-a100", "a100-sxm", 8, None, {"tok_s_gpu": 328.43 / 8, "bw_gbs": 704.10},
+        "allocated", "pytorch-labs/gpt-fast README.md, Tensor Parallelism (Llama-2-7B, 8 GPUs)",
+        "Llama-2-7B bf16, 8-way tensor parallel decode, batch 1, 5-token prompt: 328.43 tokens/s (41.1 per GPU)",
+        "not run: the decode step's all-reduces run inside its captured CUDA graph, which openreg cannot "
+        "capture (docs/graphs.md); run eagerly, the step would be bound by the host's issue of ~1,600 "
+        "kernels a token, which the source's graph avoids"),
     Row("vllm-llama3.1-70b-fp8-tp8-bs1-mi300x", "mi300x", 8, None, {"tok_s_gpu": 2048 / 15.254 / 8}, "allocated",
         "AMD ROCm performance results page (amd.com developer/resources/rocm-hub/dev-ai/performance-results), "
         "vLLM latency table, container rocm6.4.1_vllm_0.10.1_20250909",
