@@ -9,7 +9,9 @@ Each runnable row is spawned as its ranks (tests/support/spawn.py) with ``OPENRE
 the row's profile; every rank builds its model on ``meta`` and moves it with ``to_empty``, takes one
 warm-up step (the optimizer's states are made there), then the timed steps inside
 ``torch.openreg.timing.region()``. Rows whose rank count this machine cannot spawn as processes (64 and
-more) are listed with their published figures and not run.
+more), and rows of 8 GPUs or fewer that no faithful plain PyTorch program reproduces here (Float8,
+vLLM, collectives inside a captured graph), are listed with their published figures and the reason,
+and not run.
 """
 
 from __future__ import annotations
