@@ -17,6 +17,13 @@ vector_tflops.fp32 = 66.9       # NVIDIA H100 datasheet, FP32
 vector_tflops.bf16 = 133.8      # NVIDIA H100 whitepaper, peak BF16 non-tensor
 vector_tflops.fp16 = 133.8      # NVIDIA H100 whitepaper, peak FP16 non-tensor
 gemm_efficiency = 0.803         # stas00/ml-engineering mamf-finder: best bf16 matmul 794.5 TFLOP/s = 80.3% of 989.4
+# PyTorch's SDPA flash kernel (its vendored FlashAttention-2, what torchtitan's programs run) against the
+# curves below, head dim 128: its Dec 2024 build 329.5 TFLOP/s forward, non-causal, 4608 keys
+# (meta-pytorch/tritonbench PR 97; the curve: 324); its Jun 2024 build 288-298 forward, non-causal, 1k-8k keys
+# at batch 128 (pytorch/benchmark PR 2296; the curve: 267-333), and causal at batch 1 x 16 heads x 4096 keys,
+# a quarter of the curves' batch (under 4 waves of blocks), 205.6 forward and 178.5 backward
+# (pytorch/pytorch PR 128888; the curve: 322, 307). No measurement of its backward at a training shape was
+# found: the curves stay.
 attention_forward_efficiency = 0.349   # FlashAttention-2 on H100 SXM5, head dim 128, causal forward: 333 TFLOP/s at 8k keys, 298 at 2k (Shah et al. 2024, FlashAttention-3 paper, Fig. 5), over keys/(keys + attention_half_keys)
 attention_backward_efficiency = 0.333  # same paper, Fig. 6: FlashAttention-2 backward, head dim 128: 318 TFLOP/s at 8k keys, 291 at 2k
 attention_half_keys = 300       # fit: both FlashAttention-2 curves above (512 to 16k keys) within 3%, 14% at 512 forward

@@ -2,9 +2,10 @@
 jobs rebuilt as programs and run in timing-only execution. Two rows run at their published size and must
 stay in their band (throughput within 10% of the published figure, peak memory within 5% where the
 source gives it): a change to the timing model or a profile that moves them out fails here. The others
-take minutes (make bench runs them); torchtitan's 8B row is outside its band today (docs/timing.md says
-why), so it is not asserted. The Llama program runs scaled down and checks that its figures agree with
-each other."""
+take minutes (make bench runs them); the rows outside their band today (torchtitan's 8B, gpt-fast's
+Llama-3-8B, MosaicML's MPT rows but the 13B one; docs/timing.md says why) are not asserted. Every program
+builds the published model (its parameter count is the source's), and the Llama and MPT programs run
+scaled down and check that their figures agree with each other."""
 
 from dataclasses import replace
 
@@ -66,3 +67,48 @@ def test_llama_fsdp2_with_selective_activation_checkpointing():
     _check(r, 2 * 512)
     assert r["rank0"]["comm_s"] > 0  # FSDP2's all-gathers and reduce-scatters
     assert r["rank0"]["breakdown_s"]["attention"] > 0
+
+
+def test_gpt_fast_llama3_8b_decode_reads_its_grouped_query_cache_on_an_a100():
+    # Full size, batch-1 decode of Llama-3-8B (8 kv heads for 32 query heads). Its ratio to the published
+    # 94.25 tokens/s is 0.89 today, outside the band, so only its consistency is asserted here.
+    row = next(r for r in cb.ROWS if r.name == "gpt-fast-llama3-8b-decode-a100")
+    r = cb.run_row(row, steps=1)
+    _check(r, row.config.new_tokens)
+    assert r["rank0"]["params"] == 8_030_261_248  # Llama 3 8B
+    assert 0 < r["bw_gbs"] * 1e9 <= r["rank0"]["memory_bandwidth"]
+    llama2 = next(x for x in cb.ROWS if x.name == "gpt-fast-llama2-7b-decode-a100")
+    assert row.config.kv_heads * 4 == row.config.heads and llama2.config.kv_heads == llama2.config.heads
+
+
+def _params(config):
+    import torch
+
+    build = {cb.MptTrain: cb._mpt, cb.GptFastDecode: cb._gpt_fast, cb.LlamaTrain: cb._llama}[type(config)]
+    with torch.device("meta"):
+        return sum(p.numel() for p in build(config)().parameters())
+
+
+def test_every_program_builds_the_published_model():
+    # The sources' own parameter counts: MosaicML's NumParams column (learned positions up to the row's
+    # sequence length, biases), Llama 3 8B and Llama 2 7B as their model cards give them.
+    published = {"titan-llama3.1-8b-fsdp8-h100": 8_030_261_248, "gpt-fast-llama2-7b-decode-a100": 6_738_415_616,
+                 "gpt-fast-llama3-8b-decode-a100": 8_030_261_248, "mpt-7b-fsdp8-a100": 6_658_859_008,
+                 "mpt-7b-seq32k-fsdp8-a100": 6_784_688_128, "mpt-13b-fsdp8-a100": 12_853_954_560,
+                 "mpt-7b-fsdp8-h100": 6_658_859_008}
+    rows = {r.name: r for r in cb.ROWS}
+    for name, count in published.items():
+        assert _params(rows[name].config) == count, name
+
+
+def test_mpt_fsdp_with_gradient_accumulation_and_activation_checkpointing():
+    small = dict(d_model=256, layers=2, heads=4, vocab=1024, seq=512, micro_batch=2, grad_accum=2, ranks=2)
+    plain = cb.run_row(_row("mpt-7b-fsdp8-a100", **small), steps=1)
+    _check(plain, 2 * 2 * 512)  # micro batches x accumulation x sequence per GPU and step
+    assert plain["rank0"]["comm_s"] > 0
+    assert plain["rank0"]["breakdown_s"]["attention"] > 0
+    ckpt = cb.run_row(_row("mpt-7b-seq32k-fsdp8-a100", **small), steps=1)
+    _check(ckpt, 2 * 2 * 512)
+    # checkpointing every block recomputes its forward in the backward: more matmul time, same step work
+    assert ckpt["rank0"]["breakdown_s"]["matmul"] > plain["rank0"]["breakdown_s"]["matmul"]
+    assert ckpt["rank0"]["kernels"] > plain["rank0"]["kernels"]

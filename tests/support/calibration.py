@@ -9,7 +9,9 @@ Each runnable row is spawned as its ranks (tests/support/spawn.py) with ``OPENRE
 the row's profile; every rank builds its model on ``meta`` and moves it with ``to_empty``, takes one
 warm-up step (the optimizer's states are made there), then the timed steps inside
 ``torch.openreg.timing.region()``. Rows whose rank count this machine cannot spawn as processes (64 and
-more) are listed with their published figures and not run.
+more), and rows of 8 GPUs or fewer that no faithful plain PyTorch program reproduces here (Float8,
+vLLM, collectives inside a captured graph), are listed with their published figures and the reason,
+and not run.
 """
 
 from __future__ import annotations
@@ -77,11 +79,34 @@ class GptFastDecode:
     dim: int = 4096
     layers: int = 32
     heads: int = 32
+    kv_heads: int = 32  # n_local_heads: fewer than heads is grouped-query attention (Llama 3)
     ffn_hidden: int = 11008  # gpt-fast's find_multiple(int(2 * 4 * 4096 / 3), 256)
     vocab: int = 32000
+    rope_base: float = 10000.0  # sets the rotation table's values only, not its cost
     prompt: int = 5
     new_tokens: int = 200
     block_size: int = 2048
+
+
+@dataclass(frozen=True)
+class MptTrain:
+    """MosaicML llm-foundry's MPT pretraining benchmarks (scripts/train/benchmarking/README.md, run with
+    Composer): GPT with learned positions and biases in every linear and LayerNorm (its NumParams column
+    counts them), low-precision LayerNorm, GELU MLP of 4x, output tied to the word embedding, no
+    dropout; FSDP FULL_SHARD per block with Composer's DEFAULT mixed precision for amp_bf16 (fp32
+    parameters gathered in bf16, bf16 autocast, fp32 gradient reduction); DecoupledAdamW (betas 0.9/0.95, no
+    weight decay) and gradient clipping at 1.0; micro batches accumulated without skipping the
+    gradient reduction; activation checkpointing of whole blocks where the row says so."""
+
+    d_model: int = 4096
+    layers: int = 32
+    heads: int = 32
+    vocab: int = 50368
+    seq: int = 2048
+    micro_batch: int = 6
+    grad_accum: int = 2
+    ranks: int = 8
+    checkpoint: bool = False
 
 
 @dataclass
@@ -323,19 +348,28 @@ def _gpt_fast(cfg: GptFastDecode):
     class Attention(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.wqkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
+            self.wqkv = nn.Linear(cfg.dim, (cfg.heads + 2 * cfg.kv_heads) * head_dim, bias=False)
             self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
-            self.register_buffer("k_cache", torch.zeros(1, cfg.heads, cache_len, head_dim))
-            self.register_buffer("v_cache", torch.zeros(1, cfg.heads, cache_len, head_dim))
+            self.register_buffer("k_cache", torch.zeros(1, cfg.kv_heads, cache_len, head_dim))
+            self.register_buffer("v_cache", torch.zeros(1, cfg.kv_heads, cache_len, head_dim))
 
         def forward(self, x, freqs, mask, pos):
             b, s, _ = x.shape
-            q, k, v = self.wqkv(x).split([cfg.dim, cfg.dim, cfg.dim], dim=-1)
-            q, k = rotary(q.view(b, s, cfg.heads, head_dim), freqs), rotary(k.view(b, s, cfg.heads, head_dim), freqs)
-            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.view(b, s, cfg.heads, head_dim).transpose(1, 2)
+            kv = cfg.kv_heads * head_dim
+            q, k, v = self.wqkv(x).split([cfg.dim, kv, kv], dim=-1)
+            q = rotary(q.view(b, s, cfg.heads, head_dim), freqs)
+            k = rotary(k.view(b, s, cfg.kv_heads, head_dim), freqs)
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.view(b, s, cfg.kv_heads, head_dim).transpose(1, 2)
             self.k_cache[:, :, pos] = k
             self.v_cache[:, :, pos] = v
-            y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask, dropout_p=0.0)
+            k, v = self.k_cache, self.v_cache
+            if cfg.kv_heads < cfg.heads:
+                # gpt-fast repeats each kv head for its query heads after the cache update (one copy
+                # each, which its compiled step makes too: SDPA's kernel reads whole tensors); with as
+                # many kv heads as query heads the repeat is the identity, which Inductor removes
+                k = k.repeat_interleave(cfg.heads // cfg.kv_heads, dim=1)
+                v = v.repeat_interleave(cfg.heads // cfg.kv_heads, dim=1)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
             return self.wo(y.transpose(1, 2).contiguous().view(b, s, cfg.dim))
 
     class Block(nn.Module):
@@ -370,6 +404,62 @@ def _gpt_fast(cfg: GptFastDecode):
             return self.output(self.norm(x))
 
     return Transformer
+
+
+def _mpt(cfg: MptTrain):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    head_dim = cfg.d_model // cfg.heads
+
+    class LPLayerNorm(nn.LayerNorm):
+        # llm-foundry's low-precision LayerNorm: input, weight and bias cast to the autocast dtype and
+        # normalized there, with autocast off
+        def forward(self, x):
+            dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+            with torch.autocast(x.device.type, enabled=False):
+                return F.layer_norm(x.to(dt), self.normalized_shape, self.weight.to(dt), self.bias.to(dt), self.eps)
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.Wqkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+            self.out_proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = (t.view(b, s, cfg.heads, head_dim).transpose(1, 2) for t in self.Wqkv(x).chunk(3, dim=-1))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # a flash kernel, causal
+            return self.out_proj(y.transpose(1, 2).reshape(b, s, cfg.d_model))
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm_1, self.attn = LPLayerNorm(cfg.d_model), Attention()
+            self.norm_2 = LPLayerNorm(cfg.d_model)
+            self.up_proj = nn.Linear(cfg.d_model, 4 * cfg.d_model)
+            self.down_proj = nn.Linear(4 * cfg.d_model, cfg.d_model)
+
+        def forward(self, x):
+            x = x + self.attn(self.norm_1(x))
+            return x + self.down_proj(F.gelu(self.up_proj(self.norm_2(x))))
+
+    class MPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = nn.Embedding(cfg.vocab, cfg.d_model)
+            self.wpe = nn.Embedding(cfg.seq, cfg.d_model)  # learned positions up to max_seq_len
+            self.blocks = nn.ModuleList(Block() for _ in range(cfg.layers))
+            self.norm_f = LPLayerNorm(cfg.d_model)
+
+        def forward(self, tokens):
+            x = self.wte(tokens) + self.wpe.weight[: tokens.shape[1]].unsqueeze(0)
+            for block in self.blocks:
+                x = block(x)
+            return F.linear(self.norm_f(x), self.wte.weight)  # tied output, bf16 under autocast
+
+    return MPT
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -613,11 +703,66 @@ def _decode_rank(rank: int, cfg: GptFastDecode, steps: int) -> dict[str, Any]:
     return out
 
 
+def _mpt_rank(rank: int, cfg: MptTrain, steps: int) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    dev = _setup(rank)
+    mesh = init_device_mesh("openreg", (cfg.ranks,), mesh_dim_names=("dp",))
+    with torch.device("meta"):
+        model = _mpt(cfg)()
+    if cfg.checkpoint:  # Composer's activation checkpointing: each block, non-reentrant
+        for i, block in enumerate(model.blocks):
+            model.blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False)
+    # Composer's DEFAULT mixed precision with amp_bf16 in llm-foundry's releases: parameters gathered in
+    # bf16, gradients reduced in fp32 (Composer's first FSDP releases, late 2022, gathered fp32 and reduced
+    # in bf16; with those this program does not fit in 80 GB, where the published run did)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    model.to_empty(device=dev)
+    # Composer's DecoupledAdamW updates one parameter at a time (no weight decay in the benchmark yamls)
+    opt = torch.optim.AdamW(model.parameters(), lr=1.2e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0,
+                            foreach=False)
+    batch = torch.zeros(cfg.grad_accum, cfg.micro_batch, cfg.seq, dtype=torch.long)  # the loader's, on the host
+
+    def step() -> None:
+        opt.zero_grad()
+        for micro in range(cfg.grad_accum):
+            tokens = batch[micro].to(dev)
+            targets = torch.roll(tokens, shifts=-1, dims=1)  # llm-foundry's labels: shifted, last ignored
+            targets[:, -1] = -100
+            with torch.autocast(dev.type, dtype=torch.bfloat16):
+                logits = model(tokens)
+            # flash-attn's fused cross-entropy reads the bf16 logits (fp32 inside the kernel)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100) / cfg.grad_accum
+            del logits
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+
+    out = _measure(dev, step, steps)
+    # llm-foundry's MFU: 3 x (2 x parameters + attention's 2 x 2 x layers x d_model x seq) per token
+    params = sum(p.numel() for p in model.parameters())
+    out["flops_per_token"] = 3 * (2 * params + 2 * 2 * cfg.layers * cfg.d_model * cfg.seq)
+    out["params"] = params
+    out["tokens_per_gpu_step"] = cfg.grad_accum * cfg.micro_batch * cfg.seq
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # The rows
 
 H100_NOTE = ("the source's H100 is the 96 GB HBM2e part at its 500 W limit (2.4 TB/s): the h100-sxm-500w "
              "profile; MFU here divides by that profile's peak, torchtitan's own by the 700 W part's")
+
+MPT_NOTE = ("llm-foundry's MPT ran FSDP1 (flat parameters per block, no copy-in/copy-out) with its own "
+            "flash attention (Triton or flash-attn) and flash-attn's fused cross-entropy; here FSDP2 and "
+            "PyTorch's SDPA, costed at the profile's FlashAttention-2 figures")
 
 ROWS: list[Row] = [
     Row("titan-llama3.1-8b-fsdp8-h100", "h100-sxm-500w", 8, LlamaTrain(),
@@ -645,6 +790,45 @@ ROWS: list[Row] = [
         notes=["the source's A100 80GB is power-limited to 330 W (a100-sxm: 400 W)",
                "gpt-fast compiles the decode step (Inductor fuses the pointwise ops); here it is eager ops "
                "captured in one graph, since openreg refuses mode='reduce-overhead'"]),
+    Row("gpt-fast-llama3-8b-decode-a100", "a100-sxm", 1,
+        GptFastDecode(kv_heads=8, ffn_hidden=14336, vocab=128256, rope_base=500000.0, block_size=8192),
+        {"tok_s_gpu": 94.25, "bw_gbs": 1411.95}, "allocated",
+        "pytorch-labs/gpt-fast README.md, Benchmarks (Llama-3-8B, Base); config: model.py's llama-3-8b",
+        "Llama-3-8B bf16 (dim 4096, 32 layers, 32 heads, 8 kv heads, FFN 14336, vocab 128256, RoPE base "
+        "500000, block size 8192), batch 1, 5-token prompt, 200 new tokens, top-k 200, static KV cache of "
+        "208, kv heads repeated for the query heads after the cache update, decode step as one graph",
+        notes=["the source's A100 80GB is power-limited to 330 W (a100-sxm: 400 W)",
+               "gpt-fast compiles the decode step (Inductor fuses the pointwise ops); here it is eager ops "
+               "captured in one graph, since openreg refuses mode='reduce-overhead'"]),
+    Row("mpt-7b-fsdp8-a100", "a100-sxm", 8, MptTrain(),
+        {"tok_s_gpu": 4641, "mfu": 0.6423}, "allocated",
+        "mosaicml/llm-foundry scripts/train/benchmarking/README.md, A100 80GB table (7b, SeqLen 2048, 8 GPUs)",
+        "MPT 7B (d_model 4096, 32 layers, 32 heads, vocab 50368, learned positions, biases, low-precision "
+        "LayerNorm, GELU 4x, tied output; 6,658,859,008 parameters), 8 GPUs FSDP FULL_SHARD, seq 2048, "
+        "micro batch 6 x 2 accumulated (global 96), amp_bf16 with DEFAULT mixed precision (bf16 "
+        "gather, fp32 reduce), no activation checkpointing, DecoupledAdamW, clip 1.0",
+        notes=[MPT_NOTE]),
+    Row("mpt-7b-seq32k-fsdp8-a100", "a100-sxm", 8, MptTrain(seq=32768, micro_batch=2, checkpoint=True),
+        {"tok_s_gpu": 1672, "mfu": 0.4946}, "allocated",
+        "mosaicml/llm-foundry scripts/train/benchmarking/README.md, A100 80GB table (7b, SeqLen 32768, 8 GPUs)",
+        "MPT 7B as above at seq 32768 (6,784,688,128 parameters: positions up to 32768), 8 GPUs FSDP "
+        "FULL_SHARD, micro batch 2 x 2 accumulated (global 32), amp_bf16 DEFAULT, activation "
+        "checkpointing of every block, DecoupledAdamW, clip 1.0",
+        notes=[MPT_NOTE]),
+    Row("mpt-13b-fsdp8-a100", "a100-sxm", 8, MptTrain(d_model=5120, layers=40, heads=40, micro_batch=2, grad_accum=3),
+        {"tok_s_gpu": 2262, "mfu": 0.5957}, "allocated",
+        "mosaicml/llm-foundry scripts/train/benchmarking/README.md, A100 80GB table (13b, SeqLen 2048, 8 GPUs)",
+        "MPT 13B (d_model 5120, 40 layers, 40 heads, vocab 50368, as MPT 7B otherwise; 12,853,954,560 "
+        "parameters), 8 GPUs FSDP FULL_SHARD, seq 2048, micro batch 2 x 3 accumulated (global 48), amp_bf16 "
+        "DEFAULT, no activation checkpointing, DecoupledAdamW, clip 1.0",
+        notes=[MPT_NOTE]),
+    Row("mpt-7b-fsdp8-h100", "h100-sxm", 8, MptTrain(micro_batch=6, grad_accum=1),
+        {"tok_s_gpu": 10643, "mfu": 0.4644}, "allocated",
+        "mosaicml/llm-foundry scripts/train/benchmarking/README.md, H100 80GB BF16 table (7b, SeqLen 2048, 8 GPUs)",
+        "MPT 7B as above, 8 H100 80GB, FSDP FULL_SHARD, seq 2048, micro batch 6, no accumulation (global "
+        "48), amp_bf16 DEFAULT, no activation checkpointing, DecoupledAdamW, clip 1.0",
+        notes=[MPT_NOTE, "the source's H100 80GB is taken as the 700 W SXM part (h100-sxm); its table "
+               "does not say"]),
     # Published rows this machine cannot spawn the ranks of yet
     Row("titan-llama3.1-8b-fsdp128-h100", "h100-sxm-500w", 128, None, {"tok_s_gpu": 5605, "mem_gib": 67.0}, "reserved",
         "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 3",
@@ -663,6 +847,25 @@ ROWS: list[Row] = [
     Row("megatron-175b-tp8pp8-sp-sel-a100", "a100-sxm", 64, None, {"step_s": 13.75}, "allocated",
         "Korthikanti et al. 2022 Table 5; calculon validation/seqsel/tab5/gpt3-175B_seqsel.json",
         "GPT-3 175B, TP8 PP8 on 64 GPUs, sequence parallel + selective recompute", NOT_RUN_41),
+    # Published rows of 8 GPUs or fewer that no faithful plain PyTorch program reproduces here
+    Row("titan-llama3.1-8b-fsdp8-seq32k-h100", "h100-sxm-500w", 8, None, {"tok_s_gpu": 3890, "mem_gib": 83.9},
+        "reserved", "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 2 (FSDP 8, CP 1)",
+        "Llama 3.1 8B, 8 GPUs FSDP, seq 32768, local batch 1, full AC, torch.compile + Float8",
+        "not run: needs torchao's Float8 linears (torchao is not installed here) and torch.compile of the "
+        "whole model on 8 ranks", [H100_NOTE]),
+    Row("gpt-fast-llama2-7b-decode-tp8-a100", "a100-sxm", 8, None, {"tok_s_gpu": 328.43 / 8, "bw_gbs": 704.10},
+        "allocated", "pytorch-labs/gpt-fast README.md, Tensor Parallelism (Llama-2-7B, 8 GPUs)",
+        "Llama-2-7B bf16, 8-way tensor parallel decode, batch 1, 5-token prompt: 328.43 tokens/s (41.1 per GPU)",
+        "not run: the decode step's all-reduces run inside its captured CUDA graph, which openreg cannot "
+        "capture (docs/graphs.md); run eagerly, the step would be bound by the host's issue of ~1,600 "
+        "kernels a token, which the source's graph avoids"),
+    Row("vllm-llama3.1-70b-fp8-tp8-bs1-mi300x", "mi300x", 8, None, {"tok_s_gpu": 2048 / 15.254 / 8}, "allocated",
+        "AMD ROCm performance results page (amd.com developer/resources/rocm-hub/dev-ai/performance-results), "
+        "vLLM latency table, container rocm6.4.1_vllm_0.10.1_20250909",
+        "Llama 3.1 70B FP8 (amd/Llama-3.1-70B-Instruct-FP8-KV), vLLM, TP8 on 8 MI300X (750 W), batch 1, "
+        "128 prompt tokens, 2048 new: 15.254 s (134 tokens/s per request, 16.8 per GPU)",
+        "not run: vLLM's FP8 GEMMs and paged-attention kernels are not a plain PyTorch program, and its "
+        "decode step's all-reduces run inside captured graphs, which openreg does not capture"),
 ]
 
 
@@ -680,7 +883,7 @@ def _spawn(row: Row, runner: Callable[..., dict], steps: int) -> list[dict]:
 
 
 RUNNERS: dict[type, Callable[..., dict]] = {LlamaTrain: _llama_rank, MegatronTrain: _megatron_rank,
-                                            GptFastDecode: _decode_rank}
+                                            GptFastDecode: _decode_rank, MptTrain: _mpt_rank}
 
 
 def run_row(row: Row, steps: int = 2) -> dict[str, Any]:
