@@ -830,12 +830,18 @@ ROWS: list[Row] = [
         notes=[MPT_NOTE, "the source's H100 80GB is taken as the 700 W SXM part (h100-sxm); its table "
                "does not say"]),
     # Published rows this machine cannot spawn the ranks of yet
-    Row("titan-llama3.1-8b-fsdp128-h100", "h100-sxm-500w", 128, None, {"tok_s_gpu": 5605, "mem_gib": 67.0}, "reserved",
+    # Rows of more ranks than this machine can spawn: one process stands in for all of them
+    # (python -m torch_openreg.symmetric, issue 41; every rank of an FSDP job plays one role)
+    Row("titan-llama3.1-8b-fsdp128-h100", "h100-sxm-500w", 128, LlamaTrain(ranks=128),
+        {"tok_s_gpu": 5605, "mem_gib": 67.0}, "reserved",
         "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 3",
-        "Llama 3.1 8B, 128 GPUs FSDP, local batch 2, seq 8192, selective AC", NOT_RUN_41, [H100_NOTE]),
-    Row("titan-llama3-8b-fsdp64-a100-sel-op", "a100-sxm", 64, None, {"tok_s_gpu": 2973, "mfu": 0.582}, "reserved",
-        "pytorch/torchtitan docs/performance.md", "Llama 3 8B, 64 GPUs FSDP2, local batch 1, seq 8192, "
-        "selective op AC", NOT_RUN_41),
+        "Llama 3.1 8B, 128 GPUs (16 nodes of 8) FSDP2, local batch 2, seq 8192, bf16 params/fp32 reduce, "
+        "selective per-op AC, AdamW (fused), clip 1.0, no compile, no Float8", notes=[H100_NOTE]),
+    Row("titan-llama3-8b-fsdp64-a100-sel-op", "a100-sxm", 64, LlamaTrain(ranks=64, batch=1),
+        {"tok_s_gpu": 2973, "mfu": 0.582}, "reserved",
+        "pytorch/torchtitan docs/performance.md", "Llama 3 8B, 64 GPUs (8 nodes of 8) FSDP2, local batch 1, "
+        "seq 8192, selective op AC, otherwise as the 8-GPU row"),
+    # Published rows this machine cannot run yet
     Row("titan-llama2-13b-fsdp64-a100", "a100-sxm", 64, None, {"tok_s_gpu": 2162, "mfu": 0.611}, "reserved",
         "pytorch/torchtitan docs/performance.md", "Llama 2 13B, 64 GPUs FSDP2, no AC", NOT_RUN_41),
     Row("fms-fsdp-llama2-7b-hsdp128-a100", "a100-sxm", 128, None, {"tok_s_gpu": 3760, "mfu": 0.57}, "reserved",
@@ -869,9 +875,53 @@ ROWS: list[Row] = [
 ]
 
 
+SYMMETRIC_ABOVE = 8  # rows of more ranks run as one process per role (python -m torch_openreg.symmetric)
+
+
+def _symmetric(row: Row, steps: int) -> list[dict]:
+    """A row's job in symmetric-rank mode: one process stands in for its ranks (one role: FSDP)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env.update({"OPENREG_DEVICE_PROFILE": row.profile, "PYTHONPATH": os.pathsep.join(
+        [root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
+    env.pop("OPENREG_RANKS_PER_NODE", None)
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", str(row.gpus),
+               os.path.abspath(__file__), row.name, str(steps), out]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            raise RuntimeError(f"row {row.name} in symmetric-rank mode failed:\n{done.stderr[-4000:]}")
+        with open(os.path.join(out, "rank0.json")) as f:
+            return [json.load(f)]
+
+
+def _stand_in_main(argv: list[str]) -> None:
+    """A stand-in's process (``_symmetric``): runs the named row's program as its rank, writes the result."""
+    import json
+
+    import torch.distributed as dist
+
+    name, steps, out = argv[0], int(argv[1]), argv[2]
+    row = next(r for r in ROWS if r.name == name)
+    dist.init_process_group()
+    try:
+        result = RUNNERS[type(row.config)](dist.get_rank(), row.config, steps)
+    finally:
+        dist.destroy_process_group()
+    with open(os.path.join(out, f"rank{dist.get_rank() if dist.is_initialized() else 0}.json"), "w") as f:
+        json.dump(result, f)
+
+
 def _spawn(row: Row, runner: Callable[..., dict], steps: int) -> list[dict]:
     from . import spawn
 
+    if row.gpus > SYMMETRIC_ABOVE:
+        return _symmetric(row, steps)
     saved = dict(os.environ)
     os.environ.update({"OPENREG_DEVICE_PROFILE": row.profile, "OPENREG_EXECUTE": "timing"})
     os.environ.pop("OPENREG_RANKS_PER_NODE", None)
@@ -918,3 +968,12 @@ def run_row(row: Row, steps: int = 2) -> dict[str, Any]:
     if "mem_gib" in pub:
         result["mem_ratio"] = result["mem_gib"] / pub["mem_gib"]
     return result
+
+
+if __name__ == "__main__":  # a stand-in of a row run in symmetric-rank mode (``_symmetric``)
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from tests.support import calibration as _self  # the rows and programs, as the package module
+
+    _self._stand_in_main(sys.argv[1:])
