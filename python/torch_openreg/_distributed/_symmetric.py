@@ -208,7 +208,7 @@ class _Exchange:
     def _gloo(self, group: SymmetricProcessGroup, prefix: str):
         opts = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
         # the stand-ins run on this machine (python -m torch_openreg.symmetric starts them)
-        opts._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]  # type: ignore[attr-defined]
+        opts._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
         opts._timeout = group._timeout
         return dist.ProcessGroupGloo(dist.PrefixStore(prefix, group._store), self.rank, len(self.members), opts)
 
@@ -368,7 +368,7 @@ class _Transport:
 
     @staticmethod
     def _reduce(values: list[tuple[torch.Tensor, int]], reduce_op) -> torch.Tensor:
-        R = dist.ReduceOp.RedOpType
+        R: Any = dist.ReduceOp.RedOpType
         op = getattr(reduce_op, "op", reduce_op)  # a ReduceOp's type (ReduceOp == RedOpType is one-sided)
         if op == R.SUM:
             return sum((v * c for v, c in values[1:]), values[0][0] * values[0][1])
@@ -488,9 +488,9 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
         self._me = self._global_ranks[rank]
         # c10d asks a group's backend for its capabilities and keeps the group's name on it: a fake
         # backend of the group's size answers (it moves nothing; _Transport below composes data)
-        self._gloo = FakeProcessGroup._create_internal(rank, size)
+        self._gloo = FakeProcessGroup._create_internal(rank, size)  # type: ignore[assignment]
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
-        self._transport = _Transport(self)
+        self._transport = _Transport(self)  # type: ignore[assignment]
         self._init_state(store, timeout)
         self._virtual_on = True
         self._exchange_group: _Exchange | None = None
@@ -507,7 +507,7 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
 
     def _clock_of(self):
         if self._clock is None:
-            self._clock = _SymmetricClock(self)
+            self._clock = _SymmetricClock(self)  # type: ignore[assignment]
         return self._clock
 
     def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None, device_types=None):
