@@ -63,10 +63,13 @@ def main() -> int:
     for r in results:
         pub = r["published"]
         run = "tok_s_gpu" in r
+        if "oom" in r:  # a configuration the source reports out of memory
+            shown = "out of memory" if r["oom"] else "fits"
+        else:
+            shown = _fmt(r.get("tok_s_gpu"), ",.0f") if run else ("failed" if "failed" in r else "not run")
         table.append({
-            "row": r["row"], "profile": r["profile"], "GPUs": r["gpus"],
-            "tok/s/GPU": _fmt(r.get("tok_s_gpu"), ",.0f") if run else ("failed" if "failed" in r else "not run"),
-            "published": _fmt(pub.get("tok_s_gpu"), ",.0f"), "ratio": _fmt(r.get("ratio"), ".2f"),
+            "row": r["row"], "profile": r["profile"], "GPUs": r["gpus"], "tok/s/GPU": shown,
+            "published": "out of memory" if pub.get("oom") else _fmt(pub.get("tok_s_gpu"), ",.0f"), "ratio": _fmt(r.get("ratio"), ".2f"),
             "MFU": _fmt(r.get("mfu") and 100 * r["mfu"], ".1f"), "pub MFU": _fmt(pub.get("mfu") and 100 * pub["mfu"], ".1f"),
             "mem GiB": _fmt(r.get("mem_gib"), ".1f"), "pub mem": _fmt(pub.get("mem_gib"), ".1f"),
             "step s": _fmt(r.get("step_s"), ".3f"), "pub step": _fmt(pub.get("step_s"), ".2f"),

@@ -112,3 +112,16 @@ def test_mpt_fsdp_with_gradient_accumulation_and_activation_checkpointing():
     # checkpointing every block recomputes its forward in the backward: more matmul time, same step work
     assert ckpt["rank0"]["breakdown_s"]["matmul"] > plain["rank0"]["breakdown_s"]["matmul"]
     assert ckpt["rank0"]["kernels"] > plain["rank0"]["kernels"]
+
+
+def test_torchtitans_published_out_of_memory_configuration_runs_out_of_memory_and_the_nearest_that_fits_does_not():
+    # Issue 39's edge: torchtitan reports Llama 2 70B on 64 A100s of 80 GB out of memory at local batch 2
+    # with selective op AC, and publishes batch 1 (355 tokens/s/GPU). 64 ranks: symmetric-rank mode.
+    oom = next(r for r in cb.ROWS if r.name == "titan-llama2-70b-fsdp64-a100-sel-op-b2")
+    r = cb.run_row(oom, steps=1)
+    assert r["oom"] is True and "torch.OutOfMemoryError" in r["error"]
+    fits = next(r for r in cb.ROWS if r.name == "titan-llama2-70b-fsdp64-a100-sel-op")
+    r = cb.run_row(fits, steps=1)
+    _check(r, fits.config.batch * fits.config.seq)
+    assert r["rank0"]["peak_reserved"] <= r["rank0"]["capacity"]
+    assert r["rank0"]["params"] == 68_976_648_192  # Llama 2 70B

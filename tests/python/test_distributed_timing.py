@@ -342,3 +342,35 @@ def test_a_dead_peer_fails_the_collective_by_name_and_group(profile, monkeypatch
     # Without a profile it surfaces at the synchronize, behind the stream's "waited on ... a failure".
     assert error is not None
     assert "openreg distributed allreduce on openreg:0 in group 0 (default_pg) failed: " in error, error
+
+
+def _unwaited_recv(rank):
+    dev = _setup(rank)
+    buf = torch.empty(1 << 20, device=dev)
+    with torch.openreg.trace() as t:
+        dist.barrier()  # both ranks' clocks leave it at the same virtual time: the spans' common origin
+        if rank == 0:
+            _gemms(dev, 2)  # rank 0 reaches its send about 2.8 ms later
+            dist.send(buf, 1)
+        else:
+            work = dist.irecv(buf, 0)  # never waited on: the program reads nothing it receives
+            torch.openreg.synchronize()
+            while not work.is_completed():  # the collective ends on the communication thread
+                pass
+        torch.openreg.synchronize()
+    spans = {r.name: (r.start_ns, r.end_ns) for r in t.records if r.name.startswith("collective:")}
+    barrier_end = spans.pop("collective:barrier")[1]
+    out = {name: (start - barrier_end, end - barrier_end) for name, (start, end) in spans.items()}
+    out["model_ns"] = _model_ns("send_recv", buf.numel() * buf.element_size(), 2)
+    return out
+
+
+def test_a_recv_nobody_waits_on_still_starts_when_its_send_does(timing_only):
+    # A recv's span is decided at its first wait; one whose Work ended on the communication thread
+    # before any wait (a pipeline schedule waits for a microbatch's recv only when it gets to it)
+    # completed unplaced and showed the host's time: seconds late, on some runs.
+    sender, receiver = spawn.run(_unwaited_recv, timeout_s=120)
+    send, recv = sender["collective:send"], receiver["collective:recv"]
+    assert send[0] > 2_000_000  # after rank 0's GEMMs
+    assert recv == send  # rank 1 was there first: the transfer starts with the send and lasts as long
+    assert recv[1] - recv[0] == receiver["model_ns"]

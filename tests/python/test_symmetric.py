@@ -31,10 +31,6 @@ def _results(out: Path) -> dict[int, dict]:
     return {int(p.stem[4:]): json.loads(p.read_text()) for p in out.glob("rank*.json")}
 
 
-def _without(spans: list, names: set[str]) -> list:
-    return [c for c in spans if c[2] not in names]
-
-
 def _as_processes(world: int, kinds: str, out: Path) -> dict[int, dict]:
     out.mkdir()
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", str(JOB), kinds,
@@ -70,17 +66,6 @@ def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_proce
         want = procs[rank]
         for kind in kinds.split(","):
             assert got[kind]["collectives"], kind  # the step communicates
-            if kind == "pp":
-                # The pipeline's sends and receives: with ranks as processes one receive of stage 0
-                # is recorded with a start 7.9 s after the step's (its span is resolved at its first
-                # wait, after the step), a fault of the processes' run under investigation (issue 41's
-                # note); the symmetric run's spans all lie in the step. Everything else must agree.
-                p2p = {"collective:send", "collective:recv"}
-                got_p2p = [c for c in got[kind]["collectives"] if c[2] in p2p]
-                assert all(0 <= c[0] < c[1] <= got[kind]["step_ns"] for c in got_p2p), got_p2p
-                assert len(got_p2p) == len([c for c in want[kind]["collectives"] if c[2] in p2p])
-                got = {**got, kind: {**got[kind], "collectives": _without(got[kind]["collectives"], p2p)}}
-                want = {**want, kind: {**want[kind], "collectives": _without(want[kind]["collectives"], p2p)}}
             assert got[kind] == want[kind], (rank, kind)  # step ns, peaks, every collective's span
 
 

@@ -25,9 +25,11 @@ def test_small_data_from_the_host_reads_back_and_large_results_stay_uncomputed(r
         counts = torch.tensor([3, 5, 7], device="openreg")          # a copy of 24 bytes: it moves
         mib = torch.full((1 << 18,), 2.0).to("openreg")              # 1 MiB: it moves
         big = torch.full(((1 << 18) + 1,), 2.0).to("openreg")        # a float more: timed only
-        doubled = (counts * 2).tolist()                              # a kernel: never run
+        doubled = (counts * 2).tolist()                              # a kernel of 48 bytes: it runs
+        total = counts.sum().item()                                  # (recv_object_list's sum of sizes)
+        big_doubled = (big * 2)[:3].tolist()                         # a kernel of 2 MiB: timed only
         print(json.dumps({"counts": counts.tolist(), "mib": mib[-2:].tolist(), "big": big[:3].tolist(),
-                          "doubled": doubled}))
+                          "doubled": doubled, "total": total, "big_doubled": big_doubled}))
         """,
         env=TIMING,
     )
@@ -36,7 +38,9 @@ def test_small_data_from_the_host_reads_back_and_large_results_stay_uncomputed(r
     assert out["counts"] == [3, 5, 7]
     assert out["mib"] == [2.0, 2.0]
     assert out["big"] == [0.0, 0.0, 0.0]
-    assert out["doubled"] == [0, 0, 0]
+    assert out["doubled"] == [6, 10, 14]
+    assert out["total"] == 15
+    assert out["big_doubled"] == [0.0, 0.0, 0.0]
 
 
 def test_assert_async_does_not_fire_on_values_timing_only_execution_never_computed(run_python, check_ok):

@@ -48,7 +48,7 @@ class LlamaTrain:
     seq: int = 8192
     batch: int = 2  # local batch, sequences per GPU
     ranks: int = 8
-    ac: str = "op"  # "op" (per-op selective), "full" or "none"
+    ac: str = "op"  # "op" (per-op selective), "layer" (every second block), "full" or "none"
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class Row:
     setup: str  # the full configuration, in words
     not_run: str | None = None
     notes: list[str] = field(default_factory=list)
+    expect_oom: bool = False  # the source reports this configuration running out of memory
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -512,7 +513,9 @@ def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
     with torch.device("meta"):  # fp32, as torchtitan builds it; FSDP2 computes in bf16
         model = _llama(cfg)()
     if cfg.ac != "none":
-        for name, block in list(model.layers.items()):
+        for i, (name, block) in enumerate(list(model.layers.items())):
+            if cfg.ac == "layer" and i % 2 == 0:
+                continue  # torchtitan's selective layer AC (option "2"): every second block, from the second
             ctx = {"context_fn": _op_sac_context} if cfg.ac == "op" else {}
             model.layers[name] = checkpoint_wrapper(block, preserve_rng_state=False, **ctx)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -764,6 +767,15 @@ MPT_NOTE = ("llm-foundry's MPT ran FSDP1 (flat parameters per block, no copy-in/
             "flash attention (Triton or flash-attn) and flash-attn's fused cross-entropy; here FSDP2 and "
             "PyTorch's SDPA, costed at the profile's FlashAttention-2 figures")
 
+LLAMA3_70B_64 = LlamaTrain(dim=8192, layers=80, heads=64, kv_heads=8, ffn_hidden=28672, ranks=64, batch=1, ac="full")
+LLAMA2_13B_64 = LlamaTrain(dim=5120, layers=40, heads=40, kv_heads=40, ffn_hidden=13824, vocab=32000, seq=4096,
+                           ranks=64, batch=2, ac="none")
+LLAMA2_70B_64 = LlamaTrain(dim=8192, layers=80, heads=64, kv_heads=8, ffn_hidden=28672, vocab=32000, seq=4096,
+                           ranks=64, batch=1, ac="op")
+# torchtitan's published out-of-memory configuration (docs/performance.md, footnote 1): Llama 2 70B at local
+# batch 2 with selective op AC does not fit on 64 A100s of 80 GB; batch 1 (the row above) does.
+LLAMA2_70B_64_OOM = LlamaTrain(**{**asdict(LLAMA2_70B_64), "batch": 2})
+
 ROWS: list[Row] = [
     Row("titan-llama3.1-8b-fsdp8-h100", "h100-sxm-500w", 8, LlamaTrain(),
         {"tok_s_gpu": 5762, "mem_gib": 82.4}, "reserved",
@@ -842,8 +854,30 @@ ROWS: list[Row] = [
         "pytorch/torchtitan docs/performance.md", "Llama 3 8B, 64 GPUs (8 nodes of 8) FSDP2, local batch 1, "
         "seq 8192, selective op AC, otherwise as the 8-GPU row"),
     # Published rows this machine cannot run yet
-    Row("titan-llama2-13b-fsdp64-a100", "a100-sxm", 64, None, {"tok_s_gpu": 2162, "mfu": 0.611}, "reserved",
-        "pytorch/torchtitan docs/performance.md", "Llama 2 13B, 64 GPUs FSDP2, no AC", NOT_RUN_41),
+    Row("titan-llama3-8b-fsdp64-a100-sel-layer", "a100-sxm", 64, LlamaTrain(ranks=64, batch=1, ac="layer"),
+        {"tok_s_gpu": 2904, "mfu": 0.568}, "reserved", "pytorch/torchtitan docs/performance.md",
+        "Llama 3 8B, 64 GPUs (8 nodes of 8) FSDP2, local batch 1, seq 8192, selective layer AC (every second "
+        "block), otherwise as the 8-GPU row"),
+    Row("titan-llama3-70b-fsdp64-a100-full", "a100-sxm", 64, LLAMA3_70B_64,
+        {"tok_s_gpu": 331, "mfu": 0.517}, "reserved", "pytorch/torchtitan docs/performance.md",
+        "Llama 3 70B (8192 dim, 80 layers, 64 heads, 8 KV heads, FFN 28672), 64 GPUs FSDP2, local batch 1, "
+        "seq 8192, full AC"),
+    Row("titan-llama2-13b-fsdp64-a100", "a100-sxm", 64, LLAMA2_13B_64,
+        {"tok_s_gpu": 2162, "mfu": 0.611}, "reserved", "pytorch/torchtitan docs/performance.md",
+        "Llama 2 13B (5120 dim, 40 layers, 40 heads, FFN 13824, vocab 32000), 64 GPUs FSDP2, local batch 2, "
+        "seq 4096, no AC"),
+    Row("titan-llama2-70b-fsdp64-a100-sel-op", "a100-sxm", 64, LLAMA2_70B_64,
+        {"tok_s_gpu": 355, "mfu": 0.508}, "reserved", "pytorch/torchtitan docs/performance.md",
+        "Llama 2 70B (8192 dim, 80 layers, 64 heads, 8 KV heads, FFN 28672, vocab 32000), 64 GPUs FSDP2, "
+        "local batch 1, seq 4096, selective op AC (the source's footnote: batch 2 runs out of memory)"),
+    Row("titan-llama2-70b-fsdp64-a100-sel-op-b2", "a100-sxm", 64, LLAMA2_70B_64_OOM, {}, "reserved",
+        "pytorch/torchtitan docs/performance.md, footnote 1 (\"local batch size 2 will cause an OOM error when "
+        "selective activation checkpointing is used\")",
+        "Llama 2 70B as above, local batch 2, selective op AC: published out of memory", expect_oom=True),
+    Row("titan-llama2-70b-fsdp64-a100-full-b2", "a100-sxm", 64, LlamaTrain(**{**asdict(LLAMA2_70B_64), "batch": 2,
+                                                                            "ac": "full"}),
+        {"tok_s_gpu": 353, "mfu": 0.505}, "reserved", "pytorch/torchtitan docs/performance.md",
+        "Llama 2 70B as above, local batch 2, full AC"),
     Row("fms-fsdp-llama2-7b-hsdp128-a100", "a100-sxm", 128, None, {"tok_s_gpu": 3760, "mfu": 0.57}, "reserved",
         "foundation-model-stack/fms-fsdp README.md", "Llama 2 7B, 128 GPUs HSDP, batch 2, seq 4096, no AC "
         "(no 8-GPU variant is published)", NOT_RUN_41),
@@ -937,8 +971,21 @@ RUNNERS: dict[type, Callable[..., dict]] = {LlamaTrain: _llama_rank, MegatronTra
 
 
 def run_row(row: Row, steps: int = 2) -> dict[str, Any]:
-    """Runs a row's program on its ranks; returns the modelled figures beside the published ones."""
+    """Runs a row's program on its ranks; returns the modelled figures beside the published ones (for a
+    row the source reports out of memory: whether it ran out of memory here)."""
     t0 = time.monotonic()
+    if row.expect_oom:
+        try:
+            _spawn(row, RUNNERS[type(row.config)], steps)
+        except (RuntimeError, AssertionError) as err:
+            if "OutOfMemoryError" not in str(err):
+                raise
+            return {"row": row.name, "profile": row.profile, "gpus": row.gpus, "config": asdict(row.config),
+                    "oom": True, "published": {"oom": True}, "source": row.source, "setup": row.setup,
+                    "error": str(err)[-600:], "wall_s": time.monotonic() - t0}
+        return {"row": row.name, "profile": row.profile, "gpus": row.gpus, "config": asdict(row.config),
+                "oom": False, "published": {"oom": True}, "source": row.source, "setup": row.setup,
+                "wall_s": time.monotonic() - t0}
     ranks = _spawn(row, RUNNERS[type(row.config)], steps)
     wall = time.monotonic() - t0
     r0 = ranks[0]

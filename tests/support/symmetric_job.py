@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 
 import torch
@@ -164,6 +165,7 @@ def main() -> None:
     out: dict = {"rank": dist.get_rank(), "world": world}
     for kind in kinds:
         out[kind] = pp(dev, world, stages) if kind == "pp" else globals()[kind](dev, world)
+    out["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if "--out" in sys.argv:  # one file per rank: the processes of a job share one stdout
         path = os.path.join(sys.argv[sys.argv.index("--out") + 1], f"rank{out['rank']}.json")
         with open(path, "w") as f:

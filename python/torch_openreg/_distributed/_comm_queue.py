@@ -110,8 +110,15 @@ class _Job:
             return False
 
     def complete(self) -> None:
-        """Waits for gloo (bounded by its timeout), scales AVG / PREMUL_SUM results, ends the job."""
+        """Places a recv's span if no waiter has yet, waits for gloo (bounded by its timeout), scales AVG /
+        PREMUL_SUM results, ends the job."""
         try:
+            # The end is placed on the virtual clock before it completes: a record completed unplaced
+            # takes the completing thread's time, which is not the modelled one. A recv whose Work nobody
+            # waited on yet (a pipeline schedule waits for a microbatch's recv only when it gets to it)
+            # used to end so, with a span seconds late, on some runs. The sender's time comes at its
+            # call, so this wait does not depend on anything queued behind this job.
+            self.resolve_span()
             for w in self.gloo_works:
                 if w is not None:
                     w.wait()  # releases the GIL
