@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,32 @@ std::uint64_t resident_bytes() {
   std::uint64_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Note [Control data in timing-only execution]: a kernel whose cost counts at most
+// kTimingOnlyRunKernelBytes runs (arithmetic on control data), one byte more does not, an uncosted one
+// does not, and what a small kernel raises is dropped (its inputs may be values never computed).
+TEST(TimingOnly, KernelsOfAtMostAFewBytesRunAndWhatTheyRaiseIsDropped) {
+  Runtime runtime(timing_only());
+  auto s = runtime.device(0).create_stream();
+  std::atomic<int> small{0};
+  std::atomic<int> large{0};
+  std::atomic<int> uncosted{0};
+  std::atomic<int> after{0};
+  KernelCost at_bound{};
+  at_bound.bytes = static_cast<double>(kTimingOnlyRunKernelBytes);
+  KernelCost above = at_bound;
+  above.bytes += 1;
+  s->launch("sum", [&] { small.fetch_add(1); }, at_bound);
+  s->launch("mul", [&] { large.fetch_add(1); }, above);
+  s->launch("uncosted", [&] { uncosted.fetch_add(1); });
+  s->launch("assert", [] { throw std::runtime_error("Expected Tensor with single nonzero value"); }, at_bound);
+  s->launch("after", [&] { after.fetch_add(1); }, at_bound);
+  EXPECT_NO_THROW(s->synchronize());
+  EXPECT_EQ(small.load(), 1);
+  EXPECT_EQ(large.load(), 0);
+  EXPECT_EQ(uncosted.load(), 0);
+  EXPECT_EQ(after.load(), 1);
 }
 
 TEST(TimingOnly, KernelsAreTimedNotRunAndHostCallbacksRun) {
