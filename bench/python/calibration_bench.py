@@ -76,7 +76,8 @@ def main() -> int:
             "wall s": _fmt(r.get("wall_s"), ".0f"), "rank RSS GiB": _fmt(r.get("max_rank_rss_gib"), ".2f"),
         })
     print_table(table, align="<<")
-    errors = [abs(r["ratio"] - 1) for r in results if "ratio" in r]
+    compared = {row.name for row in ROWS if row.compared}
+    errors = [abs(r["ratio"] - 1) for r in results if "ratio" in r and r["row"] in compared]
     summary = {}
     if errors:
         summary = {"median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}

@@ -125,3 +125,13 @@ def test_torchtitans_published_out_of_memory_configuration_runs_out_of_memory_an
     _check(r, fits.config.batch * fits.config.seq)
     assert r["rank0"]["peak_reserved"] <= r["rank0"]["capacity"]
     assert r["rank0"]["params"] == 68_976_648_192  # Llama 2 70B
+
+
+@pytest.mark.parametrize("parallel", [{"tp": 4}, {"hsdp_shard": 4}])
+def test_llama_with_tensor_parallelism_or_hsdp_at_16_ranks_in_symmetric_rank_mode(parallel):
+    # Rows of more than 8 ranks run as one stand-in process (python -m torch_openreg.symmetric)
+    row = _row("titan-llama3.1-8b-fsdp8-h100", dim=256, layers=2, heads=8, kv_heads=4, ffn_hidden=512,
+               vocab=1024, seq=512, batch=2, ranks=16, ac="full", **parallel)
+    r = cb.run_row(row, steps=1)
+    _check(r, 2 * 512 // parallel.get("tp", 1))  # a tensor-parallel group shares its batch
+    assert r["rank0"]["comm_s"] > 0 and r["max_rank_rss_gib"] < 1

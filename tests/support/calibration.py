@@ -16,6 +16,7 @@ and not run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -49,6 +50,8 @@ class LlamaTrain:
     batch: int = 2  # local batch, sequences per GPU
     ranks: int = 8
     ac: str = "op"  # "op" (per-op selective), "layer" (every second block), "full" or "none"
+    tp: int = 1  # tensor-parallel degree (torchtitan's plan with sequence parallelism); FSDP over ranks / tp
+    hsdp_shard: int = 0  # HSDP: parameters sharded over groups of this many ranks, replicated across them
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,9 @@ class Row:
     not_run: str | None = None
     notes: list[str] = field(default_factory=list)
     expect_oom: bool = False  # the source reports this configuration running out of memory
+    # False: the source ran what openreg cannot (torch.compile, Float8): the row sizes the job here and is
+    # shown beside the published figure, outside the error statistics
+    compared: bool = True
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -175,8 +181,9 @@ def _llama(cfg: LlamaTrain):
             v = self.wv(x).view(b, s, -1, head_dim)
             q, k = rotary(q, freqs_cis), rotary(k, freqs_cis)
             rep = cfg.heads // cfg.kv_heads  # grouped-query attention: each kv head serves `rep` q heads
-            k = k[:, :, :, None, :].expand(b, s, cfg.kv_heads, rep, head_dim).reshape(b, s, -1, head_dim)
-            v = v[:, :, :, None, :].expand(b, s, cfg.kv_heads, rep, head_dim).reshape(b, s, -1, head_dim)
+            kv = k.shape[2]  # this rank's kv heads (all of them, or its share under tensor parallelism)
+            k = k[:, :, :, None, :].expand(b, s, kv, rep, head_dim).reshape(b, s, -1, head_dim)
+            v = v[:, :, :, None, :].expand(b, s, kv, rep, head_dim).reshape(b, s, -1, head_dim)
             y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
             return self.wo(y.transpose(1, 2).contiguous().view(b, s, -1))
 
@@ -501,6 +508,34 @@ def _measure(dev, step: Callable[[], None], steps: int) -> dict[str, Any]:
             "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 
+def _llama_tensor_parallel(model, tp_mesh) -> None:
+    """torchtitan's tensor-parallel plan for Llama (parallelize_llama.py's apply_tp, end of 2024): the
+    embedding row-wise into sequence-sharded activations, norms sequence-parallel, attention's and the
+    feed-forward's input gathered, their first projections column-wise and last row-wise back into
+    sequence shards; the output projection column-wise, its logits left sharded over the vocabulary for
+    the loss (loss parallelism)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+
+    parallelize_module(model, tp_mesh, {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+        "norm": SequenceParallel(),
+        "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False),
+    })
+    for block in model.layers.values():
+        parallelize_module(block, tp_mesh, {
+            "attention_norm": SequenceParallel(),
+            "attention": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),
+            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+            "ffn_norm": SequenceParallel(),
+            "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+        })
+
+
 def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
@@ -509,9 +544,19 @@ def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     dev = _setup(rank)
-    mesh = init_device_mesh("openreg", (cfg.ranks,), mesh_dim_names=("dp",))
+    world = init_device_mesh("openreg", (cfg.ranks // cfg.tp, cfg.tp), mesh_dim_names=("dp", "tp"))
+    mesh = world["dp"]
+    if cfg.hsdp_shard:  # fully_shard on a 2-D mesh: replicate over its first dim, shard over its second
+        mesh = init_device_mesh("openreg", (cfg.ranks // cfg.hsdp_shard, cfg.hsdp_shard),
+                                mesh_dim_names=("replicate", "shard"))
     with torch.device("meta"):  # fp32, as torchtitan builds it; FSDP2 computes in bf16
         model = _llama(cfg)()
+    loss_context = contextlib.nullcontext
+    if cfg.tp > 1:
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        _llama_tensor_parallel(model, world["tp"])
+        loss_context = loss_parallel
     if cfg.ac != "none":
         for i, (name, block) in enumerate(list(model.layers.items())):
             if cfg.ac == "layer" and i % 2 == 0:
@@ -530,10 +575,11 @@ def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
     def step() -> None:
         opt.zero_grad()
         tokens, labels = batch[:, :-1].to(dev), batch[:, 1:].to(dev)
-        pred = model(tokens)
-        loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
-        del pred
-        loss.backward()
+        with loss_context():  # torchtitan's loss parallelism under tensor parallelism: logits stay vocab-sharded
+            pred = model(tokens)
+            loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+            del pred
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
         opt.step()
 
@@ -543,7 +589,7 @@ def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
     head_dim = cfg.dim // cfg.heads
     out["flops_per_token"] = 6 * (params - cfg.vocab * cfg.dim) + 12 * cfg.layers * cfg.heads * head_dim * cfg.seq
     out["params"] = params
-    out["tokens_per_gpu_step"] = cfg.batch * cfg.seq
+    out["tokens_per_gpu_step"] = cfg.batch * cfg.seq // cfg.tp  # a tensor-parallel group shares its batch
     return out
 
 
@@ -853,6 +899,15 @@ ROWS: list[Row] = [
         {"tok_s_gpu": 2973, "mfu": 0.582}, "reserved",
         "pytorch/torchtitan docs/performance.md", "Llama 3 8B, 64 GPUs (8 nodes of 8) FSDP2, local batch 1, "
         "seq 8192, selective op AC, otherwise as the 8-GPU row"),
+    Row("titan-llama3.1-70b-fsdp32-tp8-h100", "h100-sxm-500w", 256,
+        LlamaTrain(dim=8192, layers=80, heads=64, kv_heads=8, ffn_hidden=28672, ranks=256, batch=16, ac="full",
+                   tp=8),
+        {"tok_s_gpu": 829, "mem_gib": 71.9}, "reserved",
+        "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 4 (2D row)",
+        "Llama 3.1 70B, 256 GPUs as FSDP 32 x TP 8 (torchtitan's plan, sequence parallel), local batch 16, "
+        "seq 8192, full AC; eager bf16 here, where the source compiled the model and ran Float8 linears",
+        notes=[H100_NOTE, "sizing only: the source's torch.compile and Float8 are not run here, so the row is "
+               "outside the error statistics"], compared=False),
     # Published rows this machine cannot run yet
     Row("titan-llama3-8b-fsdp64-a100-sel-layer", "a100-sxm", 64, LlamaTrain(ranks=64, batch=1, ac="layer"),
         {"tok_s_gpu": 2904, "mfu": 0.568}, "reserved", "pytorch/torchtitan docs/performance.md",
@@ -878,12 +933,22 @@ ROWS: list[Row] = [
                                                                             "ac": "full"}),
         {"tok_s_gpu": 353, "mfu": 0.505}, "reserved", "pytorch/torchtitan docs/performance.md",
         "Llama 2 70B as above, local batch 2, full AC"),
-    Row("fms-fsdp-llama2-7b-hsdp128-a100", "a100-sxm", 128, None, {"tok_s_gpu": 3760, "mfu": 0.57}, "reserved",
-        "foundation-model-stack/fms-fsdp README.md", "Llama 2 7B, 128 GPUs HSDP, batch 2, seq 4096, no AC "
-        "(no 8-GPU variant is published)", NOT_RUN_41),
-    Row("fms-fsdp-llama2-13b-hsdp128-a100", "a100-sxm", 128, None, {"tok_s_gpu": 1700}, "reserved",
-        "foundation-model-stack/fms-fsdp README.md", "Llama 2 13B, 128 GPUs HSDP, batch 1, seq 4096, no AC",
-        NOT_RUN_41),
+    Row("fms-fsdp-llama2-7b-hsdp128-a100", "a100-sxm", 128,
+        LlamaTrain(dim=4096, layers=32, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000, seq=4096, ranks=128,
+                   batch=2, ac="none", hsdp_shard=8),
+        {"tok_s_gpu": 3760, "mfu": 0.57}, "reserved",
+        "foundation-model-stack/fms-fsdp README.md", "Llama 2 7B, 128 GPUs HSDP (sharded within each node of "
+        "8, replicated across the 16), batch 2, seq 4096, no AC, bf16, AdamW (fused)"),
+    Row("fms-fsdp-llama2-13b-hsdp128-a100", "a100-sxm", 128, LLAMA2_13B_64.__class__(
+        **{**asdict(LLAMA2_13B_64), "ranks": 128, "batch": 1, "hsdp_shard": 8}),
+        {"tok_s_gpu": 1700}, "reserved",
+        "foundation-model-stack/fms-fsdp README.md", "Llama 2 13B, 128 GPUs HSDP (as above), batch 1, seq 4096, "
+        "no AC"),
+    Row("fms-fsdp-llama2-70b-fsdp128-a100", "a100-sxm", 128, LLAMA2_70B_64.__class__(
+        **{**asdict(LLAMA2_70B_64), "ranks": 128, "batch": 6, "ac": "full"}),
+        {"tok_s_gpu": 380}, "reserved",
+        "foundation-model-stack/fms-fsdp README.md", "Llama 2 70B, 128 GPUs FSDP, batch 6, seq 4096, activation "
+        "checkpointing (every block)"),
     Row("megatron-175b-tp8pp8-sp-sel-a100", "a100-sxm", 64, None, {"step_s": 13.75}, "allocated",
         "Korthikanti et al. 2022 Table 5; calculon validation/seqsel/tab5/gpt3-175B_seqsel.json",
         "GPT-3 175B, TP8 PP8 on 64 GPUs, sequence parallel + selective recompute", NOT_RUN_41),
@@ -925,8 +990,9 @@ def _symmetric(row: Row, steps: int) -> list[dict]:
         [root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
     env.pop("OPENREG_RANKS_PER_NODE", None)
     with tempfile.TemporaryDirectory() as out:
+        config = json.dumps({"type": type(row.config).__name__, "fields": asdict(row.config)})
         cmd = [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", str(row.gpus),
-               os.path.abspath(__file__), row.name, str(steps), out]
+               os.path.abspath(__file__), config, str(steps), out]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             raise RuntimeError(f"row {row.name} in symmetric-rank mode failed:\n{done.stderr[-4000:]}")
@@ -935,19 +1001,22 @@ def _symmetric(row: Row, steps: int) -> list[dict]:
 
 
 def _stand_in_main(argv: list[str]) -> None:
-    """A stand-in's process (``_symmetric``): runs the named row's program as its rank, writes the result."""
+    """A stand-in's process (``_symmetric``): runs a row's program (its config as JSON) as its rank and
+    writes the result."""
     import json
 
     import torch.distributed as dist
 
-    name, steps, out = argv[0], int(argv[1]), argv[2]
-    row = next(r for r in ROWS if r.name == name)
+    spec, steps, out = json.loads(argv[0]), int(argv[1]), argv[2]
+    config_type = next(t for t in RUNNERS if t.__name__ == spec["type"])
+    config = config_type(**spec["fields"])
     dist.init_process_group()
+    rank = dist.get_rank()
     try:
-        result = RUNNERS[type(row.config)](dist.get_rank(), row.config, steps)
+        result = RUNNERS[config_type](rank, config, steps)
     finally:
         dist.destroy_process_group()
-    with open(os.path.join(out, f"rank{dist.get_rank() if dist.is_initialized() else 0}.json"), "w") as f:
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
 
 
