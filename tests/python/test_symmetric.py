@@ -49,9 +49,10 @@ def _symmetric(args: list[str], script: list[str], out: Path | None = None, **en
 
 
 @pytest.mark.parametrize(("world", "kinds", "layout"), [
-    (8, "fsdp,hsdp,tp", ["--world-size", "8"]),
-    (16, "fsdp,hsdp,tp", ["--world-size", "16"]),  # two nodes of 8
+    (8, "fsdp,hsdp,tp", ["--world-size", "8"]),  # one role
     (8, "pp,fsdp", ["--mesh", "pp=2,dp=4", "--vary", "pp"]),  # two roles; FSDP's group holds both
+    # two nodes of 8, two roles: HSDP's replicas, TP's data-parallel groups and FSDP's span both stages
+    (16, "fsdp,hsdp,tp,pp", ["--mesh", "pp=2,dp=8", "--vary", "pp"]),
 ])
 def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_processes(tmp_path, world, kinds, layout):
     procs = _as_processes(world, kinds, tmp_path / "procs")

@@ -495,15 +495,19 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
         self._virtual_on = True
         self._exchange_group: _Exchange | None = None
         self._exchange_made = False
+        self._exchange_lock = threading.Lock()
 
     def _exchange(self) -> _Exchange | None:
-        """The gloo group of the stand-ins of this group's roles; None when it holds one role."""
-        if not self._exchange_made:
-            lay = self._layout
-            if len({lay.role_of(g) for g in self._global_ranks}) > 1:
-                self._exchange_group = _Exchange(self)
-            self._exchange_made = True
-        return self._exchange_group
+        """The gloo group of the stand-ins of this group's roles; None when it holds one role. Made by
+        the first of the calling thread (a collective's times) and the communication thread (a CPU
+        collective's data) to need it, under a lock."""
+        with self._exchange_lock:
+            if not self._exchange_made:
+                lay = self._layout
+                if len({lay.role_of(g) for g in self._global_ranks}) > 1:
+                    self._exchange_group = _Exchange(self)
+                self._exchange_made = True
+            return self._exchange_group
 
     def _clock_of(self):
         if self._clock is None:
