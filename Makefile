@@ -150,6 +150,7 @@ bench: deps-ecosystem
 	$(PYTHON) bench/python/graph_bench.py --out $(RESULTS_DIR)/graph_bench.json
 	$(ECO_VENV)/bin/python bench/python/model_speed_bench.py --out $(RESULTS_DIR)/model_speed_bench.json
 	$(PYTHON) bench/python/calibration_bench.py --steps 1 --out $(RESULTS_DIR)
+	$(PYTHON) bench/python/symmetric_bench.py --out $(RESULTS_DIR)
 
 # The OpInfo sweep at PyTorch's test depth (every op, dtype and variant against the CPU; make test runs a
 # subset): prints a table and writes the report with every failure.
