@@ -188,7 +188,12 @@ def _ranks_per_node(rank):
     import torch.distributed as dist
 
     _setup(rank)
-    return dist.group.WORLD._clock_of().nodes
+    nodes = dist.group.WORLD._clock_of().nodes
+    # Both ranks have connected the clock's gloo group before either tears it down: a rank that
+    # returned at once could close its side while the other was still connecting ("Connection closed
+    # by peer" in connectFullMesh, seen once in the full suite).
+    dist.barrier()
+    return nodes
 
 
 def test_nodes_come_from_ranks_per_node_or_torchruns_local_world_size(h100, monkeypatch):

@@ -818,7 +818,7 @@ LLAMA2_13B_64 = LlamaTrain(dim=5120, layers=40, heads=40, kv_heads=40, ffn_hidde
                            ranks=64, batch=2, ac="none")
 LLAMA2_70B_64 = LlamaTrain(dim=8192, layers=80, heads=64, kv_heads=8, ffn_hidden=28672, vocab=32000, seq=4096,
                            ranks=64, batch=1, ac="op")
-# torchtitan's published out-of-memory configuration (docs/performance.md, footnote 1): Llama 2 70B at local
+# torchtitan's published out-of-memory configuration (its performance document's footnote 1): Llama 2 70B at local
 # batch 2 with selective op AC does not fit on 64 A100s of 80 GB; batch 1 (the row above) does.
 LLAMA2_70B_64_OOM = LlamaTrain(**{**asdict(LLAMA2_70B_64), "batch": 2})
 
