@@ -135,3 +135,15 @@ def test_llama_with_tensor_parallelism_or_hsdp_at_16_ranks_in_symmetric_rank_mod
     r = cb.run_row(row, steps=1)
     _check(r, 2 * 512 // parallel.get("tp", 1))  # a tensor-parallel group shares its batch
     assert r["rank0"]["comm_s"] > 0 and r["max_rank_rss_gib"] < 1
+
+
+def test_llama_as_a_pipeline_of_tensor_parallel_fsdp_stages_at_16_ranks_in_symmetric_rank_mode():
+    # PP 2 x FSDP 4 x TP 2: two stand-in processes, one per stage; the step ends with the later stage's
+    row = _row("titan-llama3.1-8b-fsdp8-h100", dim=256, layers=4, heads=8, kv_heads=4, ffn_hidden=512,
+               vocab=1024, seq=512, batch=4, ranks=16, ac="full", tp=2, pp=2)
+    r = cb.run_row(row, steps=1)
+    stages = [r["rank0"]]  # rank 0 stands in for the first stage
+    assert r["step_s"] >= stages[0]["step_s"] > 0
+    assert r["tok_s_gpu"] * r["step_s"] == pytest.approx(4 * 512 / (2 * 2), rel=1e-9)  # batch x seq / (TP x PP)
+    assert r["rank0"]["params"] == _params(row.config)  # the whole model's, not the stage's
+    assert r["rank0"]["comm_s"] > 0 and r["max_rank_rss_gib"] < 1

@@ -52,6 +52,8 @@ class LlamaTrain:
     ac: str = "op"  # "op" (per-op selective), "layer" (every second block), "full" or "none"
     tp: int = 1  # tensor-parallel degree (torchtitan's plan with sequence parallelism); FSDP over ranks / tp
     hsdp_shard: int = 0  # HSDP: parameters sharded over groups of this many ranks, replicated across them
+    pp: int = 1  # pipeline stages (torchtitan's split: equal runs of blocks, the embedding first, the output last)
+    microbatches: int = 0  # per step under pipelining (0: one per sequence of the local batch)
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def _llama(cfg: LlamaTrain):
     def rotary(x, freqs_cis):
         # torchtitan rotates q and k as complex numbers in fp32
         xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
-        return torch.view_as_real(xc * freqs_cis.view(1, x.shape[1], 1, -1)).flatten(3).type_as(x)
+        return torch.view_as_real(xc * freqs_cis[: x.shape[1]].view(1, x.shape[1], 1, -1)).flatten(3).type_as(x)
 
     class Attention(nn.Module):
         def __init__(self) -> None:
@@ -218,11 +220,11 @@ def _llama(cfg: LlamaTrain):
             self.output = nn.Linear(cfg.dim, cfg.vocab, bias=False)
 
         def forward(self, tokens):
-            h = self.tok_embeddings(tokens)
-            freqs_cis = self.freqs_cis[: tokens.shape[1]]
+            # a pipeline stage holds some of these (torchtitan's split sets the others to None)
+            h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
             for layer in self.layers.values():
-                h = layer(h, freqs_cis)
-            return self.output(self.norm(h)).float()
+                h = layer(h, self.freqs_cis)  # rotary takes the rows of its (gathered) sequence
+            return self.output(self.norm(h)).float() if self.output is not None else h
 
     return Transformer
 
@@ -523,11 +525,12 @@ def _llama_tensor_parallel(model, tp_mesh) -> None:
         parallelize_module,
     )
 
-    parallelize_module(model, tp_mesh, {
+    plan = {
         "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
         "norm": SequenceParallel(),
         "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False),
-    })
+    }
+    parallelize_module(model, tp_mesh, {k: v for k, v in plan.items() if getattr(model, k) is not None})
     for block in model.layers.values():
         parallelize_module(block, tp_mesh, {
             "attention_norm": SequenceParallel(),
@@ -549,13 +552,25 @@ def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     dev = _setup(rank)
-    world = init_device_mesh("openreg", (cfg.ranks // cfg.tp, cfg.tp), mesh_dim_names=("dp", "tp"))
+    dp = cfg.ranks // (cfg.tp * cfg.pp)
+    world = init_device_mesh("openreg", (cfg.pp, dp, cfg.tp), mesh_dim_names=("pp", "dp", "tp"))
     mesh = world["dp"]
     if cfg.hsdp_shard:  # fully_shard on a 2-D mesh: replicate over its first dim, shard over its second
         mesh = init_device_mesh("openreg", (cfg.ranks // cfg.hsdp_shard, cfg.hsdp_shard),
                                 mesh_dim_names=("replicate", "shard"))
     with torch.device("meta"):  # fp32, as torchtitan builds it; FSDP2 computes in bf16
         model = _llama(cfg)()
+    params = sum(p.numel() for p in model.parameters())  # the whole model's, before a pipeline split
+    stage = world.get_local_rank("pp")
+    if cfg.pp > 1:  # this stage's blocks; the embedding on the first, the norm and output on the last
+        per = -(-cfg.layers // cfg.pp)
+        for name in list(model.layers.keys()):
+            if not stage * per <= int(name) < (stage + 1) * per:
+                del model.layers[name]
+        if stage > 0:
+            model.tok_embeddings = None
+        if stage < cfg.pp - 1:
+            model.norm, model.output = None, None
     loss_context = contextlib.nullcontext
     if cfg.tp > 1:
         from torch.distributed.tensor.parallel import loss_parallel
@@ -569,32 +584,51 @@ def _llama_rank(rank: int, cfg: LlamaTrain, steps: int) -> dict[str, Any]:
             ctx = {"context_fn": _op_sac_context} if cfg.ac == "op" else {}
             model.layers[name] = checkpoint_wrapper(block, preserve_rng_state=False, **ctx)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for i, block in enumerate(model.layers.values()):
-        # torchtitan: the last block stays unsharded after forward (FSDP would prefetch it at once)
-        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < cfg.layers - 1)
-    fully_shard(model, mesh=mesh, mp_policy=policy)
+    blocks = list(model.layers.values())
+    for i, block in enumerate(blocks):
+        # torchtitan: the last block stays unsharded after forward (FSDP would prefetch it at once); under
+        # pipelining every block reshards (its microbatches come back for the backward)
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.pp > 1 or i < len(blocks) - 1)
+    fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.pp > 1)
     model.to_empty(device=dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     batch = torch.zeros(cfg.batch, cfg.seq + 1, dtype=torch.long)  # the loader's batch, on the host
+
+    def loss_fn(pred, labels):
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+
+    schedule = None
+    if cfg.pp > 1:
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+        schedule = Schedule1F1B(PipelineStage(model, stage, cfg.pp, dev, group=world.get_group("pp")),
+                                n_microbatches=cfg.microbatches or cfg.batch, loss_fn=loss_fn)
 
     def step() -> None:
         opt.zero_grad()
         tokens, labels = batch[:, :-1].to(dev), batch[:, 1:].to(dev)
         with loss_context():  # torchtitan's loss parallelism under tensor parallelism: logits stay vocab-sharded
-            pred = model(tokens)
-            loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
-            del pred
-            loss.backward()
+            if schedule is None:
+                pred = model(tokens)
+                loss = loss_fn(pred, labels)
+                del pred
+                loss.backward()
+            elif stage == 0:
+                schedule.step(tokens)
+            elif stage == cfg.pp - 1:
+                schedule.step(target=labels, losses=[])
+            else:
+                schedule.step()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
         opt.step()
 
     out = _measure(dev, step, steps)
     # torchtitan's MFU: 6 x the parameters outside the embedding plus the attention's 12 l h q t per token
-    params = sum(p.numel() for p in model.parameters())
     head_dim = cfg.dim // cfg.heads
     out["flops_per_token"] = 6 * (params - cfg.vocab * cfg.dim) + 12 * cfg.layers * cfg.heads * head_dim * cfg.seq
     out["params"] = params
-    out["tokens_per_gpu_step"] = cfg.batch * cfg.seq // cfg.tp  # a tensor-parallel group shares its batch
+    # a tensor-parallel group shares its batch, a pipeline's stages pass it on
+    out["tokens_per_gpu_step"] = cfg.batch * cfg.seq // (cfg.tp * cfg.pp)
     return out
 
 
@@ -913,6 +947,15 @@ ROWS: list[Row] = [
         "seq 8192, full AC; eager bf16 here, where the source compiled the model and ran Float8 linears",
         notes=[H100_NOTE, "sizing only: the source's torch.compile and Float8 are not run here, so the row is "
                "outside the error statistics"], compared=False),
+    Row("titan-llama3.1-405b-fsdp8-tp8-pp8-h100", "h100-sxm-500w", 512,
+        LlamaTrain(dim=16384, layers=126, heads=128, kv_heads=8, ffn_hidden=53248, ranks=512, batch=32, ac="full",
+                   tp=8, pp=8, microbatches=32),
+        {"tok_s_gpu": 100, "mem_gib": 82.5}, "reserved",
+        "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 5 (1F1B row)",
+        "Llama 3.1 405B (16384 dim, 126 layers, 128 heads, 8 KV heads, FFN 53248), 512 GPUs as PP 8 x FSDP 8 x "
+        "TP 8, 1F1B over 32 microbatches of one sequence, local batch 32, seq 8192, full AC; eager bf16 here, "
+        "where the source compiled the model and ran Float8 linears and async TP",
+        notes=[H100_NOTE, "sizing only, as the 70B row; eight stand-in processes, one per stage"], compared=False),
     # Published rows this machine cannot run yet
     Row("titan-llama3-8b-fsdp64-a100-sel-layer", "a100-sxm", 64, LlamaTrain(ranks=64, batch=1, ac="layer"),
         {"tok_s_gpu": 2904, "mfu": 0.568}, "reserved", "pytorch/torchtitan docs/performance.md",
@@ -996,13 +1039,19 @@ def _symmetric(row: Row, steps: int) -> list[dict]:
     env.pop("OPENREG_RANKS_PER_NODE", None)
     with tempfile.TemporaryDirectory() as out:
         config = json.dumps({"type": type(row.config).__name__, "fields": asdict(row.config)})
-        cmd = [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", str(row.gpus),
-               os.path.abspath(__file__), config, str(steps), out]
+        pp = getattr(row.config, "pp", 1)
+        layout = ["--world-size", str(row.gpus)] if pp == 1 else [
+            "--mesh", f"pp={pp},dp={row.gpus // (pp * row.config.tp)},tp={row.config.tp}", "--vary", "pp"]
+        cmd = [sys.executable, "-m", "torch_openreg.symmetric", *layout, os.path.abspath(__file__), config,
+               str(steps), out]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             raise RuntimeError(f"row {row.name} in symmetric-rank mode failed:\n{done.stderr[-4000:]}")
-        with open(os.path.join(out, "rank0.json")) as f:
-            return [json.load(f)]
+        results = []
+        for name in sorted(os.listdir(out), key=lambda n: int(n[4:-5])):  # rank<N>.json, stage order
+            with open(os.path.join(out, name)) as f:
+                results.append(json.load(f))
+        return results
 
 
 def _stand_in_main(argv: list[str]) -> None:
@@ -1064,7 +1113,8 @@ def run_row(row: Row, steps: int = 2) -> dict[str, Any]:
     wall = time.monotonic() - t0
     r0 = ranks[0]
     step = max(r["step_s"] for r in ranks)  # the step ends when the slowest rank's does
-    peak = {"reserved": r0["peak_reserved"], "allocated": r0["peak_allocated"]}
+    # the largest of the ranks' peaks (a pipeline's stages differ; torchtitan reports the largest)
+    peak = {"reserved": max(r["peak_reserved"] for r in ranks), "allocated": max(r["peak_allocated"] for r in ranks)}
     tok = r0["tokens_per_gpu_step"] / step
     peak_flops = r0["peak_flops"]  # the profile's dense bf16 peak, as the sources' MFU divides by
     result = {
