@@ -310,8 +310,8 @@ void Stream::launch(const char* name, Task fn, const KernelCost& cost) {
   if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
   WorkItem* item = fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn));
   // Note [Control data in timing-only execution]: a kernel known to touch only a few bytes runs (an
-  // uncosted one, bytes 0, is not known to).
-  item->control = cost.bytes > 0 && cost.bytes <= static_cast<double>(kTimingOnlyRunKernelBytes);
+  // uncosted one, bytes 0, is not known to). Only timing-only execution reads the flag.
+  item->control = !s_->run_kernels && cost.bytes > 0 && cost.bytes <= static_cast<double>(kTimingOnlyRunKernelBytes);
   enqueue(item, &cost);
 }
 

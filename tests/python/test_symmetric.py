@@ -40,6 +40,16 @@ def _as_processes(world: int, kinds: str, out: Path) -> dict[int, dict]:
     return _results(out)
 
 
+def _program(tmp_path: Path, name: str, body: str) -> str:
+    """A job's program: a rank's device and the default group, then ``body``, then the group's end."""
+    path = tmp_path / name
+    path.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
+        "dist.init_process_group()\n" + body + "dist.destroy_process_group()\n")
+    return str(path)
+
+
 def _symmetric(args: list[str], script: list[str], out: Path | None = None, **env: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch_openreg.symmetric", *args, *script]
     if out is not None:
@@ -71,12 +81,9 @@ def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_proce
 
 
 def test_stand_ins_answer_for_the_job_and_compose_control_data_from_every_rank(tmp_path):
-    program = tmp_path / "api.py"
-    program.write_text(
-        "import os, torch, torch.distributed as dist\n"
+    program = _program(
+        tmp_path, "api.py",
         "from torch.distributed.device_mesh import init_device_mesh\n"
-        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
-        "dist.init_process_group()\n"
         "mesh = init_device_mesh('openreg', (4, 2, 8), mesh_dim_names=('pp', 'dp', 'tp'))\n"
         "me = dist.get_rank()\n"
         "ones = torch.ones(3, device='openreg')\n"
@@ -86,9 +93,8 @@ def test_stand_ins_answer_for_the_job_and_compose_control_data_from_every_rank(t
         "tp = torch.tensor([float(me)], device='openreg')\n"
         "dist.all_reduce(tp, op=dist.ReduceOp.MAX, group=mesh.get_group('tp'))\n"
         "print('API', me, dist.get_world_size(), mesh['tp'].size(), mesh.get_local_rank('pp'),\n"
-        "      mesh.get_group('dp').size(), ones.tolist(), sorted(set(world.tolist())), tp.item(), flush=True)\n"
-        "dist.destroy_process_group()\n")
-    r = _symmetric(["--mesh", "pp=4,dp=2,tp=8", "--vary", "pp"], [str(program)])
+        "      mesh.get_group('dp').size(), ones.tolist(), sorted(set(world.tolist())), tp.item(), flush=True)\n")
+    r = _symmetric(["--mesh", "pp=4,dp=2,tp=8", "--vary", "pp"], [program])
     assert r.returncode == 0, r.stderr[-4000:]
     lines = sorted(line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("API "))
     # stand-ins of the 4 stages: ranks 0, 16, 32, 48; every rank of a stage is taken to give its value
@@ -99,46 +105,34 @@ def test_stand_ins_answer_for_the_job_and_compose_control_data_from_every_rank(t
 
 
 def test_collectives_that_differ_between_roles_are_an_error_naming_the_point(tmp_path):
-    program = tmp_path / "asym.py"
-    program.write_text(
-        "import os, torch, torch.distributed as dist\n"
-        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
-        "dist.init_process_group()\n"
+    program = _program(
+        tmp_path, "asym.py",
         "n = 4 if dist.get_rank() == 0 else 8\n"
         "dist.all_reduce(torch.ones(n, device='openreg'))\n"
-        "torch.openreg.synchronize()\n"
-        "dist.destroy_process_group()\n")
-    r = _symmetric(["--mesh", "pp=2,dp=4", "--vary", "pp"], [str(program)])
+        "torch.openreg.synchronize()\n")
+    r = _symmetric(["--mesh", "pp=2,dp=4", "--vary", "pp"], [program])
     assert r.returncode != 0
     assert "openreg symmetric-rank mode: in group 0 (default_pg) rank" in r.stderr
     assert "all_reduce of 16 bytes" in r.stderr and "all_reduce of 32 bytes" in r.stderr
 
 
 def test_a_send_between_ranks_of_one_role_is_refused(tmp_path):
-    program = tmp_path / "ring.py"
-    program.write_text(
-        "import os, torch, torch.distributed as dist\n"
-        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
-        "dist.init_process_group()\n"
+    program = _program(
+        tmp_path, "ring.py",
         "me, n = dist.get_rank(), dist.get_world_size()\n"
-        "dist.send(torch.ones(4, device='openreg'), (me + 1) % n)\n"
-        "dist.destroy_process_group()\n")
-    r = _symmetric(["--world-size", "16"], [str(program)])
+        "dist.send(torch.ones(4, device='openreg'), (me + 1) % n)\n")
+    r = _symmetric(["--world-size", "16"], [program])
     assert r.returncode != 0
     assert "openreg symmetric-rank mode: rank 0 sends to rank 1, a rank of its own role" in r.stderr
 
 
 def test_an_out_of_memory_rank_is_reported_with_its_role(tmp_path):
-    program = tmp_path / "oom.py"
-    program.write_text(
-        "import os, torch, torch.distributed as dist\n"
-        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
-        "dist.init_process_group()\n"
+    program = _program(
+        tmp_path, "oom.py",
         "if dist.get_rank() == 8:  # the last stage holds more\n"
         "    torch.empty(100 * 2**30, dtype=torch.uint8, device='openreg')\n"
-        "dist.barrier()\n"
-        "dist.destroy_process_group()\n")
-    r = _symmetric(["--mesh", "pp=2,dp=8", "--vary", "pp"], [str(program)])
+        "dist.barrier()\n")
+    r = _symmetric(["--mesh", "pp=2,dp=8", "--vary", "pp"], [program])
     assert r.returncode != 0
     assert "torch.OutOfMemoryError" in r.stderr
     assert "rank 8's process, standing in for role pp=1 (ranks 8..15 of 16: 8 ranks), exited with 1" in r.stderr

@@ -8,10 +8,10 @@ that a later change to a profile (a physical property with a source) can be judg
 Each runnable row is spawned as its ranks (tests/support/spawn.py) with ``OPENREG_EXECUTE=timing`` and
 the row's profile; every rank builds its model on ``meta`` and moves it with ``to_empty``, takes one
 warm-up step (the optimizer's states are made there), then the timed steps inside
-``torch.openreg.timing.region()``. Rows whose rank count this machine cannot spawn as processes (64 and
-more), and rows of 8 GPUs or fewer that no faithful plain PyTorch program reproduces here (Float8,
-vLLM, collectives inside a captured graph), are listed with their published figures and the reason,
-and not run.
+``torch.openreg.timing.region()``. Rows of more than 8 ranks run in symmetric-rank mode, one process per
+role (``_symmetric``; python -m torch_openreg.symmetric). Rows that no faithful plain PyTorch program
+reproduces here (Float8, vLLM, collectives inside a captured graph, a Megatron pipeline) are listed with
+their published figures and the reason, and not run.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 GIB = 2**30
-NOT_RUN_41 = "not run: needs the symmetric-rank mode of issue 41"
+NOT_RUN_MEGATRON_PP = ("not run: the Megatron program has no pipeline split yet (symmetric-rank mode would run "
+                       "its 8 stages as 8 processes)")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -956,7 +957,6 @@ ROWS: list[Row] = [
         "TP 8, 1F1B over 32 microbatches of one sequence, local batch 32, seq 8192, full AC; eager bf16 here, "
         "where the source compiled the model and ran Float8 linears and async TP",
         notes=[H100_NOTE, "sizing only, as the 70B row; eight stand-in processes, one per stage"], compared=False),
-    # Published rows this machine cannot run yet
     Row("titan-llama3-8b-fsdp64-a100-sel-layer", "a100-sxm", 64, LlamaTrain(ranks=64, batch=1, ac="layer"),
         {"tok_s_gpu": 2904, "mfu": 0.568}, "reserved", "pytorch/torchtitan docs/performance.md",
         "Llama 3 8B, 64 GPUs (8 nodes of 8) FSDP2, local batch 1, seq 8192, selective layer AC (every second "
@@ -997,9 +997,10 @@ ROWS: list[Row] = [
         {"tok_s_gpu": 380}, "reserved",
         "foundation-model-stack/fms-fsdp README.md", "Llama 2 70B, 128 GPUs FSDP, batch 6, seq 4096, activation "
         "checkpointing (every block)"),
+    # Published rows this machine cannot run yet
     Row("megatron-175b-tp8pp8-sp-sel-a100", "a100-sxm", 64, None, {"step_s": 13.75}, "allocated",
         "Korthikanti et al. 2022 Table 5; calculon validation/seqsel/tab5/gpt3-175B_seqsel.json",
-        "GPT-3 175B, TP8 PP8 on 64 GPUs, sequence parallel + selective recompute", NOT_RUN_41),
+        "GPT-3 175B, TP8 PP8 on 64 GPUs, sequence parallel + selective recompute", NOT_RUN_MEGATRON_PP),
     # Published rows of 8 GPUs or fewer that no faithful plain PyTorch program reproduces here
     Row("titan-llama3.1-8b-fsdp8-seq32k-h100", "h100-sxm-500w", 8, None, {"tok_s_gpu": 3890, "mem_gib": 83.9},
         "reserved", "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 2 (FSDP 8, CP 1)",

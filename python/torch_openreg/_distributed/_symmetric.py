@@ -33,8 +33,8 @@ role (``python -m torch_openreg.symmetric``), each standing in for all ranks of 
   stand-in receives it with the same size from this role's stand-in; a send or receive between two
   ranks of one role is refused (the stand-in cannot tell which of its role's ranks it pairs with).
 - **Memory**: each stand-in has its rank's devices, so its peak memory is the rank's, and an
-  allocation its GPU would fail raises ``torch.OutOfMemoryError`` naming the role and its ranks
-  (``oom_context``).
+  allocation its GPU would fail raises ``torch.OutOfMemoryError`` in its process; the launcher names the
+  role and its ranks of a process that fails.
 """
 
 from __future__ import annotations
@@ -169,15 +169,6 @@ def layout() -> Layout | None:
     return _layout
 
 
-def oom_context(rank: int) -> str:
-    """What an out-of-memory report adds in symmetric-rank mode: the role this process stands in for."""
-    lay = layout()
-    if lay is None:
-        return ""
-    return (f"symmetric-rank mode: this process is rank {rank}, standing in for "
-            f"{lay.describe_role(lay.role_of(rank))}")
-
-
 class SymmetryBroken(RuntimeError):
     """The program did something that makes the ranks a stand-in represents differ from it."""
 
@@ -227,22 +218,20 @@ class _Exchange:
         return outs
 
 
-class _SymmetricClock:
-    """A symmetric group's place on the virtual clock: ``_clock._Clock``'s interface and arithmetic,
-    with the represented ranks' times taken to be their stand-ins' (Note [Symmetric-rank mode])."""
+class _SymmetricClock(_clock._Clock):
+    """A symmetric group's place on the virtual clock: ``_clock._Clock``'s arithmetic (its costs,
+    send/recv's nodes, the time estimator), with the represented ranks' times taken to be their
+    stand-ins' and exchanged only between stand-ins of different roles (Note [Symmetric-rank mode])."""
 
-    def __init__(self, group: SymmetricProcessGroup) -> None:
+    def __init__(self, group: SymmetricProcessGroup) -> None:  # no gloo group of the group's own
         self._group = group
+        self._rank, self._size = group.rank(), group.size()
         self._lock = threading.Lock()
         self._lane_free = 0
         per_node = group._layout.per_node
         self._node_of = [r // per_node for r in group._global_ranks]
         self.nodes = len(set(self._node_of))
         self._sends: list[Any] = []
-
-    def _cost_ns(self, kind: str, nbytes: int, ranks: int, nodes: int) -> int:
-        ns, _ = _clock._C()._modelled_collective(kind, float(nbytes), ranks, nodes)
-        return round(ns)
 
     def collective(self, op: str, kind: str, nbytes: int, reach_ns: int, root: int) -> tuple[int, int]:
         with self._lock:
@@ -261,7 +250,7 @@ class _SymmetricClock:
                 reach = max(row[0] for row in rows)
                 size = max(row[3] for row in rows)
             start = max(reach, self._lane_free)
-            end = start + self._cost_ns(kind, size, self._group.size(), self.nodes)
+            end = start + self._cost_ns(kind, size, self._size, self.nodes)
             self._lane_free = end
             return start, end
 
@@ -318,20 +307,8 @@ class _SymmetricClock:
         start = max(sent_at, reach_ns)
         return start, start + self._p2p_ns(peer, nbytes)
 
-    def _p2p_ns(self, peer: int, nbytes: int) -> int:
-        nodes = 1 if self._node_of[peer] == self._node_of[self._group.rank()] else 2
-        return self._cost_ns("send_recv", nbytes, 2, nodes)
-
-    def estimate_us(self, calls) -> float:
-        kind = _clock.KINDS.get(calls[0][0])
-        if kind is None:
-            return 0.0
-        if kind == "send_recv":
-            return self._p2p_ns(int(calls[0][1][1]), _clock.payload_bytes(calls)) / 1e3
-        return self._cost_ns(kind, _clock.payload_bytes(calls), self._group.size(), self.nodes) / 1e3
-
     def shutdown(self) -> None:
-        pass
+        pass  # the stand-ins' exchange group is the symmetric group's (SymmetricProcessGroup.shutdown)
 
 
 class _Transport:
@@ -430,10 +407,7 @@ class _Transport:
     def _allgather_base(self, output, input, opts=None):
         output.view(-1).copy_(torch.cat([v.reshape(-1) for v in self._gathered(input)]))
 
-    def allgather_coalesced(self, outputs, inputs, opts=None):
-        for outs, t in zip(outputs, inputs):
-            for o, v in zip(outs, self._gathered(t)):
-                o.copy_(v)
+    allgather_coalesced = allgather  # the same per-list composition
 
     def reduce_scatter(self, outputs, input_lists, opts):
         me = self._g.rank()
@@ -511,7 +485,7 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
 
     def _clock_of(self):
         if self._clock is None:
-            self._clock = _SymmetricClock(self)  # type: ignore[assignment]
+            self._clock = _SymmetricClock(self)
         return self._clock
 
     def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None, device_types=None):
