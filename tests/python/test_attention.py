@@ -1,6 +1,6 @@
-"""scaled_dot_product_attention on openreg: the fused kernel where CPU runs its flash kernel, the math path
-elsewhere, with CPU's values, gradients and layouts (Note [Fused attention on openreg] in
-backend/ops/Attention.cpp)."""
+"""scaled_dot_product_attention on openreg: the kernel CUDA would pick (flash for float16/bfloat16 without a
+mask, memory-efficient attention for float32 and masks, math elsewhere), called by CUDA's op names, with
+CPU's values and gradients (Note [Fused attention on openreg] in backend/ops/Attention.cpp)."""
 
 import pytest
 import torch
@@ -8,8 +8,15 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
+FLASH = "aten::_scaled_dot_product_flash_attention"
+EFFICIENT = "aten::_scaled_dot_product_efficient_attention"
 MATH = "aten::_scaled_dot_product_attention_math"
+PATHS = {FLASH, EFFICIENT, MATH}
+
+
+def _took(ops, path):
+    """Whether the ops ran `path` and neither of the other two."""
+    return path in ops and (PATHS - {path}).isdisjoint(ops)
 
 
 def _ops_of(fn):
@@ -48,36 +55,51 @@ def _attend(q, k, v, mask, device, **kw):
 
 @pytest.mark.parametrize("layout", ["bhld", "blhd"])
 @pytest.mark.parametrize("mask_name", sorted(MASKS))
-def test_fused_path_matches_cpu_values_gradients_and_layouts(layout, mask_name):
+def test_float32_takes_efficient_attention_with_cpus_values_gradients_and_layouts(layout, mask_name):
+    # CUDA runs float32 (masked or not) on its memory-efficient kernel.
     q, k, v = _inputs(layout)
     mask = MASKS[mask_name](q.shape[2])
     cpu_args, want = _attend(q, k, v, mask, "cpu")
     (args, got), ops = _ops_of(lambda: _attend(q, k, v, mask, "openreg"))
-    assert FUSED in ops and MATH not in ops
+    assert _took(ops, EFFICIENT)
     grad = torch.randn_like(want)
     want.backward(grad)
     got.backward(grad.to("openreg"))
     torch.testing.assert_close(got.cpu(), want)
-    assert got.stride() == want.stride()
+    # CUDA's output layout, as torch's meta function declares it: (batch, length, heads, head_dim) in
+    # memory, whatever the inputs' layout; a leaf's gradient takes the leaf's layout (autograd's contract).
+    assert got.stride() == torch.empty_permuted(want.shape, (0, 2, 1, 3)).stride()
     for mine, cpus in zip(args, cpu_args):
         torch.testing.assert_close(mine.grad.cpu(), cpus.grad)
-        assert mine.grad.stride() == cpus.grad.stride()
+        assert mine.grad.stride() == mine.stride()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_fused_path_in_reduced_precision_matches_cpu(dtype):
+@pytest.mark.parametrize("mask_name, path", [("none", FLASH), ("causal", FLASH), ("float", EFFICIENT),
+                                             ("bool", EFFICIENT)])
+def test_reduced_precision_takes_flash_without_a_mask_and_efficient_with_one(dtype, mask_name, path):
     q, k, v = _inputs("blhd", dtype)
-    _, want = _attend(q, k, v, "causal", "cpu")
-    (_, got), ops = _ops_of(lambda: _attend(q, k, v, "causal", "openreg"))
-    assert FUSED in ops
+    mask = MASKS[mask_name](q.shape[2])
+    if mask is not None and mask != "causal" and mask.dtype != torch.bool:
+        mask = mask.to(dtype)
+    cpu_args, want = _attend(q, k, v, mask, "cpu")
+    (args, got), ops = _ops_of(lambda: _attend(q, k, v, mask, "openreg"))
+    assert _took(ops, path)
     torch.testing.assert_close(got.cpu(), want)
+    grad = torch.randn_like(want)
+    want.backward(grad)
+    got.backward(grad.to("openreg"))
+    for mine, cpus in zip(args, cpu_args):
+        torch.testing.assert_close(mine.grad.cpu(), cpus.grad)
 
 
-def test_grouped_query_attention_takes_the_fused_path():
-    q, k, v = _inputs("bhld", kv_heads=2)
+@pytest.mark.parametrize("dtype, path", [(torch.bfloat16, FLASH), (torch.float32, MATH)])
+def test_grouped_query_attention_takes_flash_in_reduced_precision(dtype, path):
+    # Flash takes fewer key/value heads; openreg's efficient kernel does not, so float32 runs math.
+    q, k, v = _inputs("bhld", dtype, kv_heads=2)
     cpu_args, want = _attend(q, k, v, "causal", "cpu", enable_gqa=True)
     (args, got), ops = _ops_of(lambda: _attend(q, k, v, "causal", "openreg", enable_gqa=True))
-    assert FUSED in ops
+    assert _took(ops, path)
     want.sum().backward()
     got.sum().backward()
     torch.testing.assert_close(got.cpu(), want)
@@ -86,24 +108,25 @@ def test_grouped_query_attention_takes_the_fused_path():
 
 def test_dropout_float64_and_a_mask_that_needs_a_gradient_take_the_math_path():
     q, k, v = _inputs("bhld")
-    # Dropout: the math path draws its mask from openreg's generator (the fused kernel has no dropout).
+    # Dropout: the math path draws its mask from openreg's generator (CUDA's fused kernels draw Philox
+    # numbers openreg cannot reproduce).
     (_, out), ops = _ops_of(lambda: _attend(q, k, v, None, "openreg", dropout_p=0.5))
-    assert MATH in ops and FUSED not in ops
+    assert _took(ops, MATH)
     torch.openreg.manual_seed(3)
     first = _attend(q, k, v, None, "openreg", dropout_p=0.5)[1].cpu()
     torch.openreg.manual_seed(3)
     torch.testing.assert_close(_attend(q, k, v, None, "openreg", dropout_p=0.5)[1].cpu(), first)
-    # float64: the overrideable op's logsumexp is float32.
+    # float64: no fused kernel on CUDA either.
     qd, kd, vd = (t.double() for t in (q, k, v))
     (_, got), ops = _ops_of(lambda: _attend(qd, kd, vd, "causal", "openreg"))
-    assert MATH in ops and FUSED not in ops
+    assert _took(ops, MATH)
     torch.testing.assert_close(got.cpu(), _attend(qd, kd, vd, "causal", "cpu")[1])
-    # A float mask that needs a gradient gets one (CPU's flash backward computes none).
+    # A float mask that needs a gradient gets one (openreg's efficient kernel computes none).
     mask = torch.randn(8, 8)
     mine = mask.to("openreg").requires_grad_()
     got, ops = _ops_of(lambda: F.scaled_dot_product_attention(
         q.to("openreg"), k.to("openreg"), v.to("openreg"), attn_mask=mine))
-    assert MATH in ops and FUSED not in ops
+    assert _took(ops, MATH)
     got.sum().backward()
     with sdpa_kernel(SDPBackend.MATH):
         cpus = mask.clone().requires_grad_()
@@ -113,27 +136,37 @@ def test_dropout_float64_and_a_mask_that_needs_a_gradient_take_the_math_path():
 
 @pytest.mark.parametrize("backends, path", [
     ([SDPBackend.MATH], MATH),
-    ([SDPBackend.FLASH_ATTENTION], FUSED),
-    ([SDPBackend.OVERRIDEABLE], FUSED),
-    ([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], MATH),
+    ([SDPBackend.FLASH_ATTENTION], FLASH),
+    ([SDPBackend.EFFICIENT_ATTENTION], EFFICIENT),
+    ([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH], FLASH),
+    ([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], EFFICIENT),
 ])
 def test_sdpa_kernel_selects_the_path(backends, path):
-    q, k, v = _inputs("bhld")
+    q, k, v = _inputs("bhld", torch.bfloat16)
     with sdpa_kernel(backends):
         (_, got), ops = _ops_of(lambda: _attend(q, k, v, "causal", "openreg"))
-    assert path in ops and ({FUSED, MATH} - {path}).isdisjoint(ops)
-    torch.testing.assert_close(got.cpu(), _attend(q, k, v, "causal", "cpu")[1])
+        choice = torch._fused_sdp_choice(*(t.to("openreg") for t in (q, k, v)), is_causal=True)
+    assert choice == {FLASH: SDPBackend.FLASH_ATTENTION, EFFICIENT: SDPBackend.EFFICIENT_ATTENTION,
+                      MATH: SDPBackend.MATH}[path].value
+    assert _took(ops, path)
+    with sdpa_kernel(SDPBackend.MATH if path == MATH else SDPBackend.FLASH_ATTENTION):  # CPU's same algorithm
+        want = _attend(q, k, v, "causal", "cpu")[1]
+    torch.testing.assert_close(got.cpu(), want)
 
 
-def test_no_enabled_kernel_raises_as_on_cpu():
-    q, k, v = _inputs("bhld")
-    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
-        with pytest.raises(RuntimeError) as on_cpu:
+def test_a_priority_order_is_followed_as_on_cuda():
+    q, k, v = (t.to("openreg") for t in _inputs("bhld", torch.bfloat16))
+    with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION], set_priority=True):
+        _, ops = _ops_of(lambda: F.scaled_dot_product_attention(q, k, v))
+    assert _took(ops, EFFICIENT)
+
+
+def test_no_enabled_kernel_raises_as_on_cuda():
+    q, k, v = (t.to("openreg") for t in _inputs("bhld"))
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # float32: CUDA's flash kernel takes none
+        assert torch._fused_sdp_choice(q, k, v) == SDPBackend.ERROR.value
+        with pytest.raises(RuntimeError, match="^No viable backend for scaled_dot_product_attention was found"):
             F.scaled_dot_product_attention(q, k, v)
-        with pytest.raises(RuntimeError) as on_openreg:
-            F.scaled_dot_product_attention(q.to("openreg"), k.to("openreg"), v.to("openreg"))
-    for raised in (on_cpu, on_openreg):
-        assert str(raised.value).startswith("No viable backend for scaled_dot_product_attention was found")
     assert torch.equal(torch.ones(2, device="openreg").cpu(), torch.ones(2))  # the device still works
 
 
@@ -149,13 +182,13 @@ def test_fused_attention_runs_in_stream_order_on_a_side_stream():
                                                                             is_causal=True))
 
 
-def test_compiled_attention_keeps_one_fused_kernel_and_matches_eager():
+def test_compiled_attention_keeps_cudas_flash_kernel_and_matches_eager():
     from torch._inductor.utils import run_and_get_code
 
     inputs = _inputs("blhd")
 
     def attention(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), is_causal=True).float()
 
     def step(fn):
         q, k, v = (t.to("openreg").requires_grad_() for t in inputs)
@@ -169,6 +202,6 @@ def test_compiled_attention_keeps_one_fused_kernel_and_matches_eager():
     for g, w in zip(got, want):
         torch.testing.assert_close(g.cpu(), w.cpu())
     code = "\n".join(codes)
-    assert "_scaled_dot_product_fused_attention_overrideable.default" in code
-    assert "_scaled_dot_product_fused_attention_overrideable_backward.default" in code
+    assert "_scaled_dot_product_flash_attention.default" in code
+    assert "_scaled_dot_product_flash_attention_backward.default" in code
     assert "extern_kernels.bmm" not in code  # not decomposed into the math path

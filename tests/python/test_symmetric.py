@@ -80,6 +80,22 @@ def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_proce
             assert got[kind] == want[kind], (rank, kind)  # step ns, peaks, every collective's span
 
 
+def test_context_parallel_with_cp_as_roles_times_every_rank_as_the_job_run_as_processes(tmp_path):
+    # SDPA picks CUDA's flash kernel, so torch's context parallelism runs ring attention. Its load
+    # balancing gives each cp rank different attention shapes, hence one role per cp rank.
+    procs = _as_processes(8, "cp", tmp_path / "procs")
+    r = _symmetric(["--mesh", "cp=8", "--vary", "cp"], [str(JOB), "cp"], tmp_path / "sym")
+    assert r.returncode == 0, r.stderr[-4000:]
+    sym = _results(tmp_path / "sym")
+    assert sorted(sym) == list(range(8))
+    for rank, got in sym.items():
+        want = procs[rank]["cp"]
+        assert len(got["cp"]["collectives"]) >= 2  # the keys and values gathered, the gradients rotated
+        # Step and every collective's span; peak memory is left out: it differs between runs of the job
+        # as processes by up to 352 KiB (a bug found here and not yet fixed: see docs/timing.md).
+        assert (got["cp"]["step_ns"], got["cp"]["collectives"]) == (want["step_ns"], want["collectives"]), rank
+
+
 def test_stand_ins_answer_for_the_job_and_compose_control_data_from_every_rank(tmp_path):
     program = _program(
         tmp_path, "api.py",

@@ -232,8 +232,7 @@ def _llama(cfg: LlamaTrain):
 
 def _op_sac_context():
     """torchtitan's per-op selective checkpointing policy ('op'): keep the outputs of matmuls (all but
-    every second one), attention and reduce-scatters; recompute everything else. openreg's fused SDPA is
-    the overrideable op (the GPU's flash kernel's counterpart), so it is kept as the flash one is."""
+    every second one), attention and reduce-scatters; recompute everything else."""
     from collections import defaultdict
 
     import torch
@@ -243,7 +242,6 @@ def _op_sac_context():
         torch.ops.aten.mm.default,
         torch.ops.aten._scaled_dot_product_efficient_attention.default,
         torch.ops.aten._scaled_dot_product_flash_attention.default,
-        torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default,
         torch.ops._c10d_functional.reduce_scatter_tensor.default,
     }
     meta: dict[str, int] = defaultdict(int)

@@ -114,9 +114,8 @@ def cp(dev, world: int) -> dict:
         # context_parallel shards the buffers along the sequence in place; SDPA inside is ring attention
         with context_parallel(mesh, buffers=[q, k, v], buffer_seq_dims=[2, 2, 2]):
             qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
-            # CUDA's SDPA would pick its flash kernel here, and context parallelism handles that op;
-            # openreg's SDPA picks the overrideable op, which it does not, so the flash op is named
-            out = torch.ops.aten._scaled_dot_product_flash_attention(qs, ks, vs, is_causal=True)[0]
+            # SDPA picks the flash kernel, as on CUDA, which context parallelism turns into ring attention
+            out = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
             out.float().sum().backward()
 
     return _measure(dev, step)
