@@ -152,6 +152,8 @@ void DeviceCache::free(Block* block) {
     }
   }
   block->stream_uses.clear();
+  for (auto& end : block->end_uses) pending.push_back({std::move(end), nullptr, block});
+  block->end_uses.clear();
   std::lock_guard<std::mutex> lock(mutex_);
   block->allocated = false;
   block->free_gen = ++free_gen_;  // the free request orders it, even if its events complete later
@@ -175,6 +177,11 @@ void DeviceCache::record_stream(Block* block, sim::Stream* stream) {
   if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end()) {
     block->stream_uses.push_back(stream);
   }
+}
+
+void DeviceCache::record_end(Block* block, std::shared_ptr<sim::Event> end) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  block->end_uses.push_back(std::move(end));
 }
 
 void DeviceCache::empty_cache() {
@@ -415,14 +422,15 @@ void DeviceCache::process_events() {
   // may record, then append, in opposite orders) the order of pending_. So after the first one not
   // done, that stream's later ones are skipped without a query; a misordered one that is already
   // done just waits for a later allocation, never the other way round.
+  // A collective's end (no stream) is queried on its own.
   std::vector<sim::Stream*> busy;
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (std::find(busy.begin(), busy.end(), it->stream) != busy.end()) {
+    if (it->stream != nullptr && std::find(busy.begin(), busy.end(), it->stream) != busy.end()) {
       ++it;
       continue;
     }
     if (!event_done(*it->event)) {
-      busy.push_back(it->stream);
+      if (it->stream != nullptr) busy.push_back(it->stream);
       ++it;
       continue;
     }
@@ -504,7 +512,7 @@ std::string DeviceCache::oom_message(std::size_t nbytes) const {
                         format_bytes(allocated) + " is allocated by PyTorch (live tensors), " +
                         format_bytes(cached) + " is reserved by PyTorch but unallocated (cached), and " +
                         format_bytes(pending_bytes) +
-                        " is freed but still held by queued work on other streams (record_stream).";
+                        " is freed but still held by queued work on other streams (record_stream) or collectives in flight.";
   if (limit_ != 0) message += " The per-process memory fraction allows " + format_bytes(limit_) + ".";
   return message;
 }

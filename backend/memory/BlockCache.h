@@ -72,6 +72,9 @@ struct Block {
   // Streams recorded with record_stream while allocated; written by recordStream under the mutex, read
   // by the freeing thread, which owns the block then (no record can race its own deleter).
   std::vector<sim::Stream*> stream_uses;
+  // Collectives in flight on the block (DeviceAllocator::hold_until): at its free, it waits for their
+  // ends as for a recorded stream's event. Same ownership as stream_uses.
+  std::vector<std::shared_ptr<sim::Event>> end_uses;
   std::shared_ptr<c10::GatheredContext> context;  // stack of the allocation, when recording
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
@@ -90,8 +93,8 @@ struct ByStreamSizeAddress {
 using Pool = std::set<Block*, ByStreamSizeAddress>;
 
 struct PendingFree {
-  std::shared_ptr<sim::Event> event;  // recorded on `stream` at the free
-  sim::Stream* stream;
+  std::shared_ptr<sim::Event> event;  // recorded on `stream` at the free, or a collective's end
+  sim::Stream* stream;                // null for a collective's end (completes out of any stream's order)
   Block* block;
 };
 
@@ -124,6 +127,8 @@ class DeviceCache {
   void free(Block* block);
   //! Marks an allocated block as used on `stream` (Tensor.record_stream).
   void record_stream(Block* block, sim::Stream* stream);
+  //! Marks an allocated block as used until `end` completes (a collective in flight).
+  void record_end(Block* block, std::shared_ptr<sim::Event> end);
   //! Waits for the work that may use cached blocks, then returns unsplit cached segments to the sim.
   void empty_cache();
   DeviceStats stats();       //!< a copy of the statistics

@@ -1,6 +1,7 @@
 #include "backend/memory/DeviceAllocator.h"
 
 #include "backend/memory/BlockCache.h"
+#include "backend/runtime/CollectiveEvent.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
 #include "backend/runtime/SimErrors.h"
@@ -159,6 +160,12 @@ void OpenRegDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream s
   auto* block = static_cast<Block*>(ptr.get_context());
   sim::Stream& s = OpenRegStream(stream).sim();
   existing_cache(block->device)->record_stream(block, &s);
+}
+
+void OpenRegDeviceAllocator::hold_until(const c10::DataPtr& ptr, const CollectiveEvent& end) {
+  if (ptr.get() == nullptr || ptr.get_deleter() != &delete_block) return;
+  auto* block = static_cast<Block*>(ptr.get_context());
+  existing_cache(block->device)->record_end(block, end.end_event());
 }
 
 DeviceStats OpenRegDeviceAllocator::getDeviceStats(c10::DeviceIndex device) {

@@ -32,6 +32,8 @@ class Stream;
 
 namespace c10::openreg {
 
+class CollectiveEvent;
+
 class OPENREG_BACKEND_API OpenRegDeviceAllocator final : public c10::DeviceAllocator {
  public:
   //! Allocates on the calling thread's current openreg device, for its current stream there.
@@ -47,6 +49,11 @@ class OPENREG_BACKEND_API OpenRegDeviceAllocator final : public c10::DeviceAlloc
   //! Marks the block behind `ptr` as used on `stream`: at its free an event is recorded there and the
   //! block is reused only once it completed. Pointers of other allocators are ignored, as on CUDA.
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  //! Marks the block behind `ptr` as used by a collective in flight: freed, it is reused only once the
+  //! collective has ended, while its bytes leave the allocated count at the free, as record_stream
+  //! does (Note [Stream-ordered collectives] in python/torch_openreg/_distributed/_comm_queue.py).
+  //! Pointers of other allocators are ignored.
+  void hold_until(const c10::DataPtr& ptr, const CollectiveEvent& end);
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
   void resetAccumulatedStats(c10::DeviceIndex device) override;
   void resetPeakStats(c10::DeviceIndex device) override;

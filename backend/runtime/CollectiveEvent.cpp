@@ -70,6 +70,8 @@ void CollectiveEvent::synchronize() {
   if (RuntimeObserver* observer = runtime_observer()) observer->on_event_done(this);  // the host saw it end
 }
 
+std::shared_ptr<sim::Event> CollectiveEvent::end_event() const noexcept { return s_->event; }
+
 void CollectiveEvent::set_trace(const std::string& name, c10::StreamId lane) {
   s_->record->set_trace(sim::intern_name(name.c_str()), lane);
 }

@@ -16,6 +16,10 @@
 #include <string>
 #include "backend/Export.h"
 
+namespace openreg::sim {
+class Event;
+}  // namespace openreg::sim
+
 namespace c10::openreg {
 
 class OPENREG_BACKEND_API CollectiveEvent {
@@ -52,6 +56,8 @@ class OPENREG_BACKEND_API CollectiveEvent {
   //! The collective starts running now (the traced span's start).
   void mark_started() noexcept;
   c10::DeviceIndex device() const noexcept;
+  //! The sim event that completes when the collective ends (for the allocator: memory/DeviceAllocator.h).
+  std::shared_ptr<::openreg::sim::Event> end_event() const noexcept;
 
  private:
   struct State;

@@ -2,6 +2,7 @@
 // of a collective, which the communication thread completes and streams wait on without blocking the
 // host (backend/runtime/CollectiveEvent.h).
 
+#include "backend/memory/DeviceAllocator.h"
 #include "backend/runtime/CollectiveEvent.h"
 #include "backend/runtime/Device.h"
 
@@ -52,5 +53,10 @@ void bind_distributed(pybind11::module_& m) {
       .def("set_trace", torch::wrap_pybind_function([](CollectiveEvent& self, const std::string& name,
                                                        std::int64_t lane) { self.set_trace(name, lane); }))
       .def("mark_started", &CollectiveEvent::mark_started)
+      // The tensor's block is reused only after the collective ends; its bytes leave the allocated
+      // count when the program frees it (OpenRegDeviceAllocator::hold_until).
+      .def("hold", torch::wrap_pybind_function([](const CollectiveEvent& self, const at::Tensor& t) {
+             c10::openreg::device_allocator().hold_until(t.storage().data_ptr(), self);
+           }))
       .def_property_readonly("device", [](const CollectiveEvent& self) { return static_cast<int>(self.device()); });
 }

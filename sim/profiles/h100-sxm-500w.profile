@@ -23,7 +23,7 @@ vector_tflops.fp64 = 30.0      # assumption: h100-sxm's x 0.896 (the header's po
 vector_tflops.fp32 = 60.0      # assumption: h100-sxm's x 0.896 (the header's power-limit interpolation)
 vector_tflops.bf16 = 119.9     # assumption: h100-sxm's x 0.896 (the header's power-limit interpolation)
 vector_tflops.fp16 = 119.9     # assumption: h100-sxm's x 0.896 (the header's power-limit interpolation)
-gemm_efficiency = 0.803         # stas00/ml-engineering mamf-finder: best bf16 matmul 794.5 TFLOP/s = 80.3% of 989.4
+gemm_efficiency = 0.740         # h100-sxm's: mamf-finder's burst 0.803 x the sustained/burst 0.921 under the power cap (TileOPs PR 1980, H200 at 700 W; at 500 W the cap binds harder, so this is a lower bound of the loss)
 # PyTorch's SDPA flash kernel (its vendored FlashAttention-2, what torchtitan's programs run) against the
 # curves below on h100-sxm's peak (measured on 700 W SXM parts), head dim 128: its Dec 2024 build 329.5 TFLOP/s
 # forward, non-causal, 4608 keys (meta-pytorch/tritonbench PR 97; the curve: 324); its Jun 2024 build 288-298

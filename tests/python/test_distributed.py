@@ -239,17 +239,29 @@ def _stream_semantics(rank):
         # size on the same stream; had its block been reused, the collective would overwrite it.
         pending = dist.all_reduce(torch.full((4096,), 1.0, device=dev), async_op=True)
         fresh = torch.full((4096,), 7.0, device=dev)
+        # With its Work dropped too, a tensor in flight leaves the allocated count at the free (CUDA's
+        # record_stream frees): the peak does not depend on when the communication thread ends the
+        # collective. Its block is still not reused before then.
+        allocated = torch.openreg.memory_allocated(dev)
+        inflight = torch.full((1024,), 1.0, device=dev)
+        inflight_ptr = inflight.data_ptr()
+        dist.all_reduce(inflight, async_op=True)
+        del inflight
+        assert torch.openreg.memory_allocated(dev) == allocated
+        again = torch.full((1024,), 5.0, device=dev)
+        assert again.data_ptr() != inflight_ptr
         fut = pending.get_future()
         store.set("rank0_checked", "1")
         assert torch.all(y == 30).item()
         assert work.is_completed() and work.is_success()
         value = fut.wait()
         assert value[0].device == dev and torch.all(value[0] == 2.0).item()
-        assert torch.all(fresh == 7.0).item()
+        assert torch.all(fresh == 7.0).item() and torch.all(again == 5.0).item()
     else:
         store.wait(["rank0_checked"], timedelta(seconds=30))
         dist.all_reduce(x)
         dist.all_reduce(torch.full((4096,), 1.0, device=dev))
+        dist.all_reduce(torch.full((1024,), 1.0, device=dev))
         assert torch.all(x == 3).item()
 
     # 3. Work.synchronize() is NCCL's: stream-side too; get_future() of a sync collective.

@@ -91,9 +91,12 @@ def test_context_parallel_with_cp_as_roles_times_every_rank_as_the_job_run_as_pr
     for rank, got in sym.items():
         want = procs[rank]["cp"]
         assert len(got["cp"]["collectives"]) >= 2  # the keys and values gathered, the gradients rotated
-        # Step and every collective's span; peak memory is left out: it differs between runs of the job
-        # as processes by up to 352 KiB (a bug found here and not yet fixed: see docs/timing.md).
-        assert (got["cp"]["step_ns"], got["cp"]["collectives"]) == (want["step_ns"], want["collectives"]), rank
+        # Step, peak allocated and every collective's span. Peak reserved is left out: ring attention's
+        # gathers are small enough to move in timing-only execution (control data), and a block they
+        # used is reused only once the communication thread has ended them, in real time, as on CUDA
+        # a block recorded on NCCL's stream is (docs/timing.md).
+        keys = ("step_ns", "peak_allocated", "collectives")
+        assert [got["cp"][k] for k in keys] == [want[k] for k in keys], rank
 
 
 def test_stand_ins_answer_for_the_job_and_compose_control_data_from_every_rank(tmp_path):

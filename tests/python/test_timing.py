@@ -19,7 +19,7 @@ import torch
 H100 = {"OPENREG_DEVICE_PROFILE": "h100-sxm"}
 # sim/profiles/h100-sxm.profile
 PEAK_BF16 = 989.4e12
-GEMM_EFFICIENCY = 0.803
+GEMM_EFFICIENCY = 0.740
 HOST_PER_OP_NS = 2600 + 4000  # launch_us + host_op_us
 SMS = 132
 # Virtual times are whole nanoseconds: each duration is rounded once.
@@ -307,7 +307,7 @@ def test_a_convolution_and_its_backward_cost_their_flop_counter_flops(run_python
     assert compute == pytest.approx(flops / rate, abs=NS_S)
     # Backward: grad input and grad weight, each the forward's flops, in one convolution_backward
     # kernel, plus AccumulateGrad's kernels (memory-bound) for the weight and bias gradients.
-    assert out["bwd"] >= 2 * flops / rate
+    assert out["bwd"] >= 2 * flops / rate - NS_S  # whole nanoseconds: the kernel's time is rounded once
     assert out["bwd"] < 2 * flops / rate + 4 * 3e-6
 
 
@@ -477,7 +477,7 @@ def test_causal_attention_runs_at_the_profiles_attention_rate_over_its_unmasked_
     # bf16 causal self-attention through F.scaled_dot_product_attention, forward and backward: its work is
     # the unmasked part of the L x L scores (query i sees i + 1 keys), the backward 2.5 times the
     # forward's, each at the h100 profile's attention efficiency for its direction and L keys per query
-    # (sim/profiles/h100-sxm.profile), not at a GEMM's 0.803.
+    # (sim/profiles/h100-sxm.profile), not at a GEMM's 0.740.
     out = run_json(
         run_python,
         check_ok,

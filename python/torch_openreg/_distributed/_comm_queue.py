@@ -20,9 +20,12 @@ NCCL's semantics, without blocking the host:
   waited on it reports it at its next synchronize, like a failed kernel, and Work.wait() raises it if
   it is already known. (With a device profile the exchange of virtual times can find a dead peer
   first, at the call: it raises the same error there; Note [Collectives on the virtual clock].)
-- Tensors in flight are held by the queued job until the collective has ended, so their blocks cannot
-  be freed (nor reused) meanwhile; after that, their prior uses are all complete (stream work before the
-  start event, the collective itself), so the allocator may hand them out again at once.
+- Openreg tensors in flight are held by the allocator, not by the job: each block is marked with the
+  collective's end (CollectiveEvent.hold), and a block the program frees meanwhile leaves the allocated
+  count at once but is reused only after that end, as a block recorded on NCCL's stream is on CUDA
+  (record_stream). Holding the tensors until the communication thread ended the job made the peak
+  allocated memory depend on how far that thread had got in real time (it differed between runs of
+  one job). CPU tensors in flight are held by the job until the collective has ended.
 - barrier() and collectives on CPU tensors only go through the same queue (ordering), and their Work's
   wait() blocks the host until they have ended (gloo's behaviour, and NCCL's barrier).
 - The GIL: device threads never take it. The communication threads take it only to hand a collective
@@ -60,7 +63,7 @@ class _Job:
         self.group = group  # how a failure names the group ("group 0 (default_pg)"), or ""
         self._launches = launches  # callables issuing gloo collectives on CPU views; each returns a Work
         self._post = post  # runs on the CPU views after gloo (AVG / PREMUL_SUM scaling), or None
-        self._keep = keep  # the openreg tensors in flight: alive until the collective has ended
+        self._keep = keep  # CPU tensors in flight: alive until the collective has ended
         self.end: Any = None
         self.reach_ns = -1  # virtual time at which the issuing stream reaches it (-1: no profile)
         self._issued = False

@@ -46,7 +46,10 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         self._store = store
         self._timeout = timeout
         self._splits = 0
-        self._coalesced_work: dist.Work | None = None  # the last Work issued (see _end_coalescing)
+        # Within a coalescing bracket, the last Work issued (see _end_coalescing); outside one no Work
+        # is kept, so nothing holds a collective's tensors once the program drops its Work.
+        self._coalescing = False
+        self._coalesced_work: dist.Work | None = None
         self._queue = _CommQueue(f"pg{id(self):x}")
         self._virtual_on: bool | None = None  # a device profile is set (read at the first collective)
         self._clock: _clock._Clock | None = None
@@ -108,10 +111,11 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
     # already run in order on one queue, so the bracket only returns the last one's Work (it ends
     # after all earlier ones, since the completing thread ends them in issue order).
     def _start_coalescing(self, device) -> None:
-        self._coalesced_work = None
+        self._coalescing, self._coalesced_work = True, None
 
     def _end_coalescing(self, device):
         work, self._coalesced_work = self._coalesced_work, None
+        self._coalescing = False
         return work
 
     def shutdown(self) -> None:
@@ -269,7 +273,14 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             # memory does not depend on how far the host ran ahead in real time.
             launches, post_views, keep = [], [], []
         stream = _stream_args(_om().current_stream(conv.device)) if conv.device is not None else None
-        job = _Job(op, conv.device, launches, post if post_views else None, keep, stream, group=self._describe())
+        # The openreg tensors in flight are held by the allocator until the collective ends, not by the
+        # job: their bytes leave the allocated count when the program frees them, in program order, as
+        # CUDA's record_stream does (Note [Stream-ordered collectives]).
+        on_device = [t for t in keep if t.device.type == BACKEND_NAME]
+        job = _Job(op, conv.device, launches, post if post_views else None,
+                   [t for t in keep if t.device.type != BACKEND_NAME], stream, group=self._describe())
+        for t in on_device:  # openreg tensors: the job has an end
+            job.end.hold(t)
         if virtual:
             self._place(job, calls)  # before the job is shared: the span is fixed first
         _om().sanitizer._collective(job, calls)  # torch.openreg.sanitizer: one call per collective
@@ -279,7 +290,8 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             work = _HostWork(job, outputs)
         else:
             work = _DeviceWork(job, [t for t in outputs if t.device.type == BACKEND_NAME])
-        self._coalesced_work = work
+        if self._coalescing:
+            self._coalesced_work = work
         return work
 
 

@@ -247,18 +247,20 @@ TEST_F(CostModel, ALargeBf16GemmRunsAtTheMeasuredRateTimesItsWaveEfficiency) {
   KernelCost gemm{2 * n * n * n, 3 * n * n * 2, NumberFormat::kBf16, true, 8192, 8192};
   // 64 x 64 = 4096 tiles of 128 x 128 on 132 SMs: 32 waves, the last one 4096 - 31 * 132 = 4 tiles.
   const double wave_efficiency = 4096.0 / (32 * 132);
-  const double expected = 2 * n * n * n / (989.4e12 * 0.803 * wave_efficiency) * 1e9;
+  const double expected = 2 * n * n * n / (989.4e12 * 0.740 * wave_efficiency) * 1e9;
   EXPECT_NEAR(kernel_time_ns(*h100, gemm), expected, 1e-6 * expected);
   const double tflops = 2 * n * n * n / kernel_time_ns(*h100, gemm) / 1e3;
-  EXPECT_GT(tflops, 765);  // the published 769-798 TFLOP/s for 8192^3 through PyTorch
-  EXPECT_LT(tflops, 800);
+  // PyTorch's 8192^3 measures 769-798 TFLOP/s in a short loop; the profile's rate is the sustained one
+  // (0.921 of that burst under the power cap: sim/profiles/h100-sxm.profile).
+  EXPECT_GT(tflops, 765 * 0.921 * 0.99);
+  EXPECT_LT(tflops, 800 * 0.921);
   EXPECT_DOUBLE_EQ(kernel_occupancy(*h100, gemm), 1.0);
 }
 
 TEST_F(CostModel, ASmallGemmUsesFewSmsAndIsFarFromPeak) {
   // 256 x 256 output: 4 tiles, one wave using 4 of 132 SMs.
   KernelCost gemm{2.0 * 256 * 256 * 4096, 2.0 * (256 * 4096 * 2 + 256 * 256), NumberFormat::kBf16, true, 256, 256};
-  const double expected = gemm.flops / (989.4e12 * 0.803 * (4.0 / 132)) * 1e9;
+  const double expected = gemm.flops / (989.4e12 * 0.740 * (4.0 / 132)) * 1e9;
   EXPECT_NEAR(kernel_time_ns(*h100, gemm), expected, 1e-6 * expected);
   EXPECT_DOUBLE_EQ(kernel_occupancy(*h100, gemm), 4.0 / 132);
 }
@@ -303,7 +305,7 @@ TEST_F(CostModel, AttentionRunsAtItsMeasuredFractionOfThePeakByDirectionAndSeque
   EXPECT_NEAR(tflops(attention(2048, false)), 298, 298 * 0.04);
   EXPECT_NEAR(tflops(attention(8192, true)), 318, 318 * 0.04);  // backward
   EXPECT_NEAR(tflops(attention(2048, true)), 291, 291 * 0.04);
-  // Far below a GEMM of the same work: the same cost as a matmul runs at 0.803 of the peak.
+  // Far below a GEMM of the same work: the same cost as a matmul runs at 0.740 of the peak.
   KernelCost as_gemm = attention(8192, false);
   as_gemm.kind = KernelClass::kMatmul;
   EXPECT_GT(kernel_time_ns(*h100, attention(8192, false)), 2 * kernel_time_ns(*h100, as_gemm));
