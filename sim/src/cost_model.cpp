@@ -29,9 +29,10 @@ namespace openreg::sim {
 //    measured curves: about 60% of the long-sequence rate at 512 keys, 90% at 2048). A causal mask's
 //    skipped blocks are not executed, so they are not in the kernel's FLOPs.
 // Not modelled: caches (an operand that fits in L2 is still read at HBM rate), clocks and thermals
-// (a profile is of one power limit: sustained clocks are in its measured efficiencies, and a part
-// run at a lower limit is a profile of its own), and GEMM efficiency's dependence on K and on layout
-// beyond what the tile waves capture.
+// as they change (a profile is of one power limit: a part run at a lower limit is a profile of its
+// own, and the clock a long load sustains belongs in its measured efficiencies; the H100 profiles'
+// GEMM efficiency is such a sustained figure, the others are short bursts for want of one), and GEMM
+// efficiency's dependence on K and on layout beyond what the tile waves capture.
 // A kernel's occupancy (its share of the SMs while it runs, for two streams sharing the device: Note
 // [Virtual time]) is its tiles' share of the SMs for a matrix op, and for any other op its bytes'
 // share of one full wave (kBytesPerBlock per block, one block per SM).

@@ -80,14 +80,15 @@ def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_proce
             assert got[kind] == want[kind], (rank, kind)  # step ns, peaks, every collective's span
 
 
-def test_context_parallel_with_cp_as_roles_times_every_rank_as_the_job_run_as_processes(tmp_path):
+@pytest.mark.parametrize("world", [8, 16])  # one node; two nodes of 8
+def test_context_parallel_with_cp_as_roles_times_every_rank_as_the_job_run_as_processes(tmp_path, world):
     # SDPA picks CUDA's flash kernel, so torch's context parallelism runs ring attention. Its load
     # balancing gives each cp rank different attention shapes, hence one role per cp rank.
-    procs = _as_processes(8, "cp", tmp_path / "procs")
-    r = _symmetric(["--mesh", "cp=8", "--vary", "cp"], [str(JOB), "cp"], tmp_path / "sym")
+    procs = _as_processes(world, "cp", tmp_path / "procs")
+    r = _symmetric(["--mesh", f"cp={world}", "--vary", "cp"], [str(JOB), "cp"], tmp_path / "sym")
     assert r.returncode == 0, r.stderr[-4000:]
     sym = _results(tmp_path / "sym")
-    assert sorted(sym) == list(range(8))
+    assert sorted(sym) == list(range(world))
     for rank, got in sym.items():
         want = procs[rank]["cp"]
         assert len(got["cp"]["collectives"]) >= 2  # the keys and values gathered, the gradients rotated
