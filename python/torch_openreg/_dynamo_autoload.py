@@ -14,9 +14,10 @@ from typing import Any
 
 
 def _register_dynamo() -> None:
-    from torch_openreg import _dynamo_interface
+    from torch_openreg import _compile_cache, _dynamo_interface
 
     _dynamo_interface.register()
+    _compile_cache.tag_compile_caches()  # Note [openreg in torch.compile's cache keys]
 
 
 def _mark_constants() -> None:

@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 import torch_openreg  # noqa: F401
+from torch_openreg import _compile_cache
 
 
 def test_import_does_not_load_dynamo():
@@ -291,3 +292,33 @@ def test_compile_cache_is_reused_across_processes(tmp_path):
 
     assert run() == (0, 1)
     assert run() == (1, 0)  # the second process loads the graph (and its openreg kernels) from the cache
+
+
+def test_another_build_of_openreg_does_not_reuse_the_compile_cache(tmp_path):
+    # Note [openreg in torch.compile's cache keys]: a graph is compiled through openreg's kernels, so a
+    # cache filled by one build of torch_openreg must not serve another (here: another fingerprint).
+    import os
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="1",
+               TORCH_COMPILE_CACHE_KEY_TAG="users-tag")
+    other_build = "import torch_openreg._compile_cache as c; c.fingerprint = lambda: 'another-build'\n"
+
+    def run(prelude=""):
+        out = subprocess.run([sys.executable, "-c", prelude + _CACHE_PROBE + _TAG_PROBE], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        *_, hit, miss, tag = out.stdout.split()
+        return int(hit), int(miss), tag
+
+    hit, miss, tag = run()
+    assert (hit, miss) == (0, 1)
+    # the user's tag is kept, and this build's fingerprint is added to it
+    assert tag.split("|") == ["users-tag", f"torch_openreg-{_compile_cache.fingerprint()}"]
+    assert run()[:2] == (1, 0)  # the same build: a hit
+    assert run(other_build)[:2] == (0, 1)  # another build: compiled again
+
+
+_TAG_PROBE = """
+import torch.compiler.config
+print(torch.compiler.config.cache_key_tag)
+"""
