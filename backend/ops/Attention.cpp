@@ -14,8 +14,10 @@
 // ATen's own scaled_dot_product_attention (CompositeImplicitAutograd) runs the flash choice as the
 // CUDA op only on CUDA; on any other device it calls the CPU flash op. openreg therefore registers its
 // own scaled_dot_product_attention for AutogradPrivateUse1 (where the composite would otherwise run):
-// it takes the choice below and calls the chosen op as CUDA's composite does, which records the op's
-// own autograd node. The dispatch stub and the aten::_fused_sdp_choice op answer the same choice.
+// where the choice below is flash it calls CUDA's flash op (which records its own autograd node);
+// everything else is ATen's composite itself, which checks the inputs, converts a boolean mask, asks the
+// dispatch stub for the choice and runs the efficient or math op. The dispatch stub and the
+// aten::_fused_sdp_choice op answer the same choice.
 //
 // The choice is CUDA's on an A100 or H100 (sm80/sm90) with the default priority order, within what
 // openreg's kernels run:
@@ -32,19 +34,14 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
-#include <ATen/ops/_scaled_dot_product_attention_math.h>
-#include <ATen/ops/_scaled_dot_product_efficient_attention.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention.h>
-#include <ATen/ops/where.h>
-#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/scaled_dot_product_attention_native.h>
 #include <torch/library.h>
 
 #include <array>
-#include <limits>
 #include <optional>
 
 namespace at::openreg {
@@ -82,7 +79,7 @@ bool flash_runs(const sdp::sdp_params& params) {
 
 // CUDA's can_use_mem_efficient_attention on sm80/sm90 (head dimensions aligned to the tensor cores' 16
 // bytes, storage offsets to as many bytes), dense inputs, with openreg's kernel's conditions: equal
-// heads and no gradient for the mask.
+// heads (no grouped-query support in the heads check) and no gradient for the mask.
 bool efficient_runs(const sdp::sdp_params& params) {
   constexpr bool debug = false;
   const int64_t alignment = params.query.element_size() == 2 ? 8 : 4;
@@ -97,7 +94,7 @@ bool efficient_runs(const sdp::sdp_params& params) {
   const bool mask_needs_grad = has_mask(params) && params.attn_mask->requires_grad();
   return at::globalContext().userEnabledMemEfficientSDP() && openreg_kernels_run(params) &&
          sdp::check_tensor_shapes(params, debug) && head_dims_ok && aligned(q) && aligned(k) && aligned(v) &&
-         q.sym_size(1) == k.sym_size(1) && k.sym_size(1) == v.sym_size(1) && !mask_needs_grad &&
+         !mask_needs_grad &&
          sdp::check_tensor_dtype(params, kEfficientDtypes, debug) &&
          sdp::check_batch_size_and_num_heads_dense</*supports_gqa=*/false>(params, debug) &&
          sdp::check_nonzero_sequence_lengths_dense(params, debug) &&
@@ -136,39 +133,21 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   return static_cast<int64_t>(choose(params));
 }
 
-// A boolean mask as the additive float mask the kernels take (true: attend), as ATen's composite does.
-std::optional<at::Tensor> additive_mask(const std::optional<at::Tensor>& mask, const at::Tensor& query) {
-  if (!mask.has_value() || !mask->defined() || mask->scalar_type() != at::kBool) return mask;
-  const at::Tensor zeros = at::zeros_like(*mask, query.options());
-  return at::where(*mask, zeros, zeros.new_full({}, -std::numeric_limits<double>::infinity()));
-}
-
-// openreg's scaled_dot_product_attention (AutogradPrivateUse1): the chosen op, called as CUDA's
-// composite calls it.
+// openreg's scaled_dot_product_attention (AutogradPrivateUse1): CUDA's flash op where the choice is
+// flash, else ATen's composite (Note [Fused attention on openreg]). The flash choice implies what the
+// composite's input checks would check (four dimensions, one fp16/bf16 dtype, no mask, no dropout)
+// except the devices, so inputs on different devices go to the composite, which refuses them.
 at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                                         std::optional<double> scale, bool enable_gqa) {
-  TORCH_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "dropout probability has to be between 0 and 1, but got ",
-              dropout_p);
   const sdp::sdp_params params{query, key, value, attn_mask, dropout_p, is_causal, enable_gqa};
-  const auto mask = additive_mask(attn_mask, query);
-  switch (choose(params)) {
-    case SDPBackend::flash_attention:
-      return std::get<0>(at::_scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal,
-                                                                 /*return_debug_mask=*/false, scale));
-    case SDPBackend::efficient_attention: {
-      const bool compute_logsumexp =
-          at::GradMode::is_enabled() && (query.requires_grad() || key.requires_grad() || value.requires_grad());
-      return std::get<0>(at::_scaled_dot_product_efficient_attention(query, key, value, mask, compute_logsumexp,
-                                                                     dropout_p, is_causal, scale));
-    }
-    case SDPBackend::math:
-      return std::get<0>(at::_scaled_dot_product_attention_math(query, key, value, mask, dropout_p, is_causal,
-                                                                /*dropout_mask=*/std::nullopt, scale, enable_gqa));
-    default:
-      break;
+  const bool one_device = query.device() == key.device() && query.device() == value.device();
+  if (one_device && choose(params) == SDPBackend::flash_attention) {
+    return std::get<0>(at::_scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal,
+                                                               /*return_debug_mask=*/false, scale));
   }
-  TORCH_CHECK(false, "No viable backend for scaled_dot_product_attention was found.");
+  return at::native::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                                  enable_gqa);
 }
 
 }  // namespace

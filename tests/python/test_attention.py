@@ -170,6 +170,30 @@ def test_no_enabled_kernel_raises_as_on_cuda():
     assert torch.equal(torch.ones(2, device="openreg").cpu(), torch.ones(2))  # the device still works
 
 
+@pytest.mark.parametrize("case", ["dtypes", "dims", "mask dtype", "dropout"])
+def test_bad_inputs_raise_at_the_call_with_atens_message(case):
+    # The composite's input checks (CUDA's and CPU's) run on openreg too, before any kernel is queued.
+    def args(device):
+        q = torch.randn(1, 2, 8, 16, device=device)
+        if case == "dtypes":
+            return (q, q.double(), q), {}
+        if case == "dims":
+            return (q.flatten(), q.flatten(), q.flatten()), {}
+        if case == "mask dtype":
+            return (q, q, q), {"attn_mask": torch.ones(8, 8, dtype=torch.int32, device=device)}
+        return (q, q, q), {"dropout_p": 2.0}
+
+    with pytest.raises(RuntimeError) as on_cpu:
+        a, kw = args("cpu")
+        F.scaled_dot_product_attention(*a, **kw)
+    with pytest.raises(RuntimeError) as on_openreg:
+        a, kw = args("openreg")
+        F.scaled_dot_product_attention(*a, **kw)
+    assert str(on_openreg.value) == str(on_cpu.value)
+    torch.openreg.synchronize()  # nothing failed on the device
+    assert torch.equal(torch.ones(2, device="openreg").cpu(), torch.ones(2))
+
+
 def test_fused_attention_runs_in_stream_order_on_a_side_stream():
     q, k, v = (t.to("openreg") for t in _inputs("blhd"))
     side = torch.openreg.Stream()

@@ -25,7 +25,7 @@ NCCL's semantics, without blocking the host:
   count at once but is reused only after that end, as a block recorded on NCCL's stream is on CUDA
   (record_stream). Holding the tensors until the communication thread ended the job made the peak
   allocated memory depend on how far that thread had got in real time (it differed between runs of
-  one job). CPU tensors in flight are held by the job until the collective has ended.
+  one job). CPU tensors in flight stay alive through the job's gloo calls, which hold them.
 - barrier() and collectives on CPU tensors only go through the same queue (ordering), and their Work's
   wait() blocks the host until they have ended (gloo's behaviour, and NCCL's barrier).
 - The GIL: device threads never take it. The communication threads take it only to hand a collective
@@ -57,13 +57,12 @@ def torch_openreg_C():  # noqa: N802 - imported lazily: registration must not lo
 class _Job:
     """One collective queued on a group's communication thread (Note [Stream-ordered collectives])."""
 
-    def __init__(self, op: str, device, launches, post, keep, stream, group: str = "") -> None:
+    def __init__(self, op: str, device, launches, post, stream, group: str = "") -> None:
         self.op = op
         self.device = device
         self.group = group  # how a failure names the group ("group 0 (default_pg)"), or ""
         self._launches = launches  # callables issuing gloo collectives on CPU views; each returns a Work
         self._post = post  # runs on the CPU views after gloo (AVG / PREMUL_SUM scaling), or None
-        self._keep = keep  # CPU tensors in flight: alive until the collective has ended
         self.end: Any = None
         self.reach_ns = -1  # virtual time at which the issuing stream reaches it (-1: no profile)
         self._issued = False
@@ -144,7 +143,6 @@ class _Job:
     def _finish(self, err) -> None:
         if err is not None:
             self.error = self.failure(err)
-        self._keep = None  # the blocks may be reused from now on: every use of them has ended
         self._issued = False
         if self.end is not None:
             if self.error is None:

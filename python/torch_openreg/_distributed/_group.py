@@ -218,7 +218,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             work.wait()
         for t, h in zip(tensors, host):
             t.copy_(h)
-        done = _Job("allreduce", None, [], None, None, None)
+        done = _Job("allreduce", None, [], None, None)
         done._finish(None)
         return _HostWork(done, tensors)
 
@@ -262,24 +262,21 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         if virtual and self._estimate_us is not None:
             # _time_estimator: nothing runs; the modelled time adds up (Note [Collectives on the virtual clock]).
             self._estimate_us += self._clock_of().estimate_us(calls)
-            done = _Job(op, None, [], None, None, None)
+            done = _Job(op, None, [], None, None)
             done._finish(None)
             return _HostWork(done, outputs)
-        keep = conv.keep
+        in_flight = conv.keep  # the openreg tensors the collective reads or writes
         if virtual and _clock.timing_only() and not _moves_in_timing_only(calls):
-            # Timing-only execution: no data moves, so the job holds no tensor. Their blocks are then
-            # freed when the program drops them, in the program's order (as CUDA's allocator counts
-            # a free at the call), not when the communication thread gets to the job's end: peak
-            # memory does not depend on how far the host ran ahead in real time.
-            launches, post_views, keep = [], [], []
+            # Timing-only execution: no data moves, so the collective uses none of their memory, and
+            # the allocator may reuse a block the program frees at once, without waiting for the
+            # communication thread to reach the job's end (which is real time, not the program's).
+            launches, post_views, in_flight = [], [], []
         stream = _stream_args(_om().current_stream(conv.device)) if conv.device is not None else None
-        # The openreg tensors in flight are held by the allocator until the collective ends, not by the
-        # job: their bytes leave the allocated count when the program frees them, in program order, as
-        # CUDA's record_stream does (Note [Stream-ordered collectives]).
-        on_device = [t for t in keep if t.device.type == BACKEND_NAME]
-        job = _Job(op, conv.device, launches, post if post_views else None,
-                   [t for t in keep if t.device.type != BACKEND_NAME], stream, group=self._describe())
-        for t in on_device:  # openreg tensors: the job has an end
+        job = _Job(op, conv.device, launches, post if post_views else None, stream, group=self._describe())
+        # Held by the allocator until the collective ends, not by the job: their bytes leave the
+        # allocated count when the program frees them, as CUDA's record_stream frees do (Note
+        # [Stream-ordered collectives]). A job with openreg tensors has an end.
+        for t in in_flight:
             job.end.hold(t)
         if virtual:
             self._place(job, calls)  # before the job is shared: the span is fixed first
