@@ -58,20 +58,24 @@ def _symmetric(args: list[str], script: list[str], out: Path | None = None, **en
     return subprocess.run(cmd, env=_env(**env), capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize(("world", "kinds", "layout"), [
-    (8, "fsdp,hsdp,tp", ["--world-size", "8"]),  # one role
-    (8, "pp,fsdp", ["--mesh", "pp=2,dp=4", "--vary", "pp"]),  # two roles; FSDP's group holds both
-    # two nodes of 8, two roles: HSDP's replicas, TP's data-parallel groups and FSDP's span both stages
-    (16, "fsdp,hsdp,tp,pp", ["--mesh", "pp=2,dp=8", "--vary", "pp"]),
+@pytest.mark.parametrize(("world", "kinds", "layout", "ranks"), [
+    # one role; a scatter and a gather rooted at the last rank, which the stand-in (rank 0) is not
+    (8, "fsdp,hsdp,tp,rooted", ["--world-size", "8"], [0]),
+    (8, "pp,fsdp", ["--mesh", "pp=2,dp=4", "--vary", "pp"], [0, 4]),  # two roles; FSDP's group holds both
+    # two nodes of 8, two roles: HSDP's replicas, TP's data-parallel groups and FSDP's span both stages;
+    # with --check each role's witness (ranks 7 and 15) runs too, as a job of its own, and must agree
+    (16, "fsdp,hsdp,tp,pp", ["--mesh", "pp=2,dp=8", "--vary", "pp", "--check"], [0, 7, 8, 15]),
 ])
-def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_processes(tmp_path, world, kinds, layout):
+def test_a_symmetric_job_times_each_stand_in_as_its_rank_in_the_job_run_as_processes(
+        tmp_path, world, kinds, layout, ranks):
     procs = _as_processes(world, kinds, tmp_path / "procs")
     assert sorted(procs) == list(range(world))
     r = _symmetric(layout, [str(JOB), kinds], tmp_path / "sym")
     assert r.returncode == 0, r.stderr[-4000:]
     sym = _results(tmp_path / "sym")
-    roles = 2 if "--vary" in layout else 1
-    assert len(sym) == roles  # one process per role, not per rank
+    assert sorted(sym) == ranks  # one process per role (and one per role's witness), not per rank
+    if "--check" in layout:
+        assert "--check: each role's witness (rank 7, 15) did what its stand-in did" in r.stderr
     for rank, got in sym.items():
         assert got["world"] == world
         want = procs[rank]
@@ -98,6 +102,37 @@ def test_context_parallel_with_cp_as_roles_times_every_rank_as_the_job_run_as_pr
         # a block recorded on NCCL's stream is (docs/timing.md).
         keys = ("step_ns", "peak_allocated", "collectives")
         assert [got["cp"][k] for k in keys] == [want[k] for k in keys], rank
+
+
+def test_check_finds_ranks_of_one_role_that_do_not_behave_alike(tmp_path):
+    # Context parallelism with cp as one role: ring attention's load balancing gives each cp rank other
+    # attention shapes, so the stand-in (rank 0) would time every rank as itself. Its witness (rank 7,
+    # run as a second job) reaches the gathers at other virtual times, and --check names the point.
+    r = _symmetric(["--mesh", "cp=8", "--check"], [str(JOB), "cp"])
+    assert r.returncode == 1, r.stderr[-4000:]
+    assert "witnesses (--check): rank 7" in r.stderr
+    assert "the ranks of the one role (all 8 ranks) do not behave alike: their 2nd collective or send, " \
+           "all_gather_single_coalesced (all_gather) of 524288 bytes in a group of 8 ranks over 1 node(s) " \
+           "(default_pg), runs from" in r.stderr
+    assert "on rank 0 (cp=0) but from" in r.stderr and "on rank 7 (cp=7) (virtual time)" in r.stderr
+    # with every rank its own role there is nothing to compare, and the job runs as before
+    r = _symmetric(["--mesh", "cp=4", "--vary", "cp", "--check"], [str(JOB), "cp"])
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "--check has nothing to compare: every role has one rank" in r.stderr
+
+
+def test_check_names_a_witness_that_differs_in_what_it_calls(tmp_path):
+    program = _program(
+        tmp_path, "uneven.py",
+        "n = 4 if dist.get_rank() % 4 == 0 else 8  # the first rank of each 4 differs\n"
+        "dist.all_reduce(torch.ones(n, device='openreg'))\n"
+        "print('stdout of rank', dist.get_rank(), flush=True)\n")
+    r = _symmetric(["--world-size", "8", "--check"], [program])
+    assert r.returncode == 1, r.stderr[-4000:]
+    assert "their 1st collective or send differs: rank 0 (world=0) made allreduce (all_reduce) of 16 bytes " \
+           "in a group of 8 ranks over 1 node(s) (default_pg), rank 7 (world=7) made allreduce (all_reduce) " \
+           "of 32 bytes" in r.stderr
+    assert r.stdout.split() == ["stdout", "of", "rank", "0"]  # a witness's output is kept aside
 
 
 def test_stand_ins_answer_for_the_job_and_compose_control_data_from_every_rank(tmp_path):

@@ -5,7 +5,7 @@ rank's virtual step time (ns), its peak memory and its collectives' virtual span
 rank in ``--out``). Used by
 tests/python/test_symmetric.py, which compares the two ways of running it.
 
-    python tests/support/symmetric_job.py fsdp,hsdp,tp,pp [--pp 2] [--out DIR]
+    python tests/support/symmetric_job.py fsdp,hsdp,tp,cp,rooted,pp [--pp 2] [--out DIR]
 """
 
 from __future__ import annotations
@@ -117,6 +117,21 @@ def cp(dev, world: int) -> dict:
             # SDPA picks the flash kernel, as on CUDA, which context parallelism turns into ring attention
             out = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
             out.float().sum().backward()
+
+    return _measure(dev, step)
+
+
+def rooted(dev, world: int) -> dict:
+    """A scatter from the last rank and a gather to it: the root moves all the chunks, the others one
+    (every rank makes the chunks, so that the root's work before them is every rank's)."""
+    last = world - 1
+
+    def step():
+        me = dist.get_rank()
+        out = torch.empty(1 << 16, device=dev)
+        chunks = [torch.zeros(1 << 16, device=dev) for _ in range(world)]
+        dist.scatter(out, chunks if me == last else None, src=last)
+        dist.gather(out, chunks if me == last else None, dst=last)
 
     return _measure(dev, step)
 

@@ -32,6 +32,14 @@ role (``python -m torch_openreg.symmetric``), each standing in for all ranks of 
   collectives with the same sizes (all_to_all's may differ) and roots; a send must go to a rank whose
   stand-in receives it with the same size from this role's stand-in; a send or receive between two
   ranks of one role is refused (the stand-in cannot tell which of its role's ranks it pairs with).
+- **Witnesses** (``--check``): what no stand-in can see is whether the other ranks of its role do what
+  it does (ring attention's load balancing gives each rank of a cp dim other shapes; a program may
+  branch on its rank). So the launcher can run a second job beside the first, of each role's witness:
+  the role's rank at the far corner of the other dims (``Layout.corner``: its own store and exchanges,
+  aligned as the stand-ins are). Each process records every collective and send/recv (op, kind,
+  bytes, group size, nodes, group description, virtual span) and its peak allocated memory
+  (``_Timeline``); after both jobs end, the launcher compares each stand-in with its witness and names
+  the first point where they differ (``compare_witness``). It doubles the processes, so it is asked for.
 - **Memory**: each stand-in has its rank's devices, so its peak memory is the rank's, and an
   allocation its GPU would fail raises ``torch.OutOfMemoryError`` in its process; the launcher names the
   role and its ranks of a process that fails.
@@ -39,6 +47,7 @@ role (``python -m torch_openreg.symmetric``), each standing in for all ranks of 
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -54,6 +63,7 @@ from . import _clock
 from ._group import ProcessGroupOpenReg
 
 ENV = "OPENREG_SYMMETRIC"
+LOG_ENV = "OPENREG_SYMMETRIC_LOG"  # a folder: each process writes its timeline there at exit (--check)
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,7 @@ class Layout:
     names: tuple[str, ...]
     vary: tuple[str, ...] = ()
     per_node: int = 8
+    corner: bool = False  # stand-ins at the far corner (the last coordinate along every other dim): witnesses
 
     def __post_init__(self) -> None:
         if len(self.shape) != len(self.names) or not self.shape or any(s < 1 for s in self.shape):
@@ -101,8 +112,9 @@ class Layout:
         return tuple(c[self.names.index(d)] for d in self.vary)
 
     def stand_in(self, role: tuple[int, ...]) -> int:
-        """The rank that stands in for ``role``: its coordinates, 0 along every other dim."""
-        coords = [0] * len(self.shape)
+        """The rank that stands in for ``role``: its coordinates, 0 along every other dim (the last
+        coordinate with ``corner``: the role's witness)."""
+        coords = [s - 1 for s in self.shape] if self.corner else [0] * len(self.shape)
         for d, c in zip(self.vary, role):
             coords[self.names.index(d)] = c
         return self.rank_at(coords)
@@ -129,14 +141,15 @@ class Layout:
 
     def to_env(self) -> str:
         return json.dumps({"shape": list(self.shape), "names": list(self.names), "vary": list(self.vary),
-                           "per_node": self.per_node})
+                           "per_node": self.per_node, "corner": self.corner})
 
     @classmethod
     def from_env(cls, text: str) -> Layout:
         try:
             d = json.loads(text)
             return cls(tuple(int(s) for s in d["shape"]), tuple(str(n) for n in d["names"]),
-                       tuple(str(v) for v in d.get("vary", ())), int(d.get("per_node", 8)))
+                       tuple(str(v) for v in d.get("vary", ())), int(d.get("per_node", 8)),
+                       bool(d.get("corner", False)))
         except (ValueError, KeyError, TypeError) as err:
             raise RuntimeError(f"{ENV}='{text}' is invalid (it is set by python -m torch_openreg.symmetric): "
                                f"{err}") from err
@@ -177,6 +190,80 @@ def _broken(what: str) -> SymmetryBroken:
     return SymmetryBroken(f"openreg symmetric-rank mode: {what}. A stand-in process can only represent "
                           f"ranks that do what it does; run the job with its roles stated "
                           f"(python -m torch_openreg.symmetric --mesh ... --vary ...) or as processes")
+
+
+class _Timeline:
+    """What a process's rank was seen to do, for the launcher's comparison of a stand-in with its role's
+    witness (``--check``, Note [Symmetric-rank mode]): every collective and send/recv as (start, end,
+    op, kind, bytes, group size, nodes, group), and its devices' peak allocated memory, written to
+    ``$OPENREG_SYMMETRIC_LOG/rank<R>.json`` when the process exits."""
+
+    def __init__(self, folder: str) -> None:
+        self._path = os.path.join(folder, f"rank{int(os.environ.get('RANK', '0'))}.json")
+        self._entries: list[list] = []
+        self._lock = threading.Lock()  # the calling thread places collectives, a waiter resolves a recv
+        atexit.register(self._write)
+
+    def add(self, start: int, end: int, op: str, kind: str, nbytes: int, group: SymmetricProcessGroup,
+            nodes: int, what: str) -> None:
+        with self._lock:
+            self._entries.append([int(start), int(end), op, kind, int(nbytes), group.size(), nodes, what])
+
+    def _write(self) -> None:
+        om = getattr(torch, "openreg", None)
+        peak = max((om.max_memory_allocated(d) for d in range(om.device_count())), default=0) if om else 0
+        with self._lock, open(self._path, "w") as f:
+            json.dump({"entries": sorted(self._entries), "peak_allocated": peak}, f)
+
+
+_timeline_made = False
+_timeline_obj: _Timeline | None = None
+
+
+def _timeline() -> _Timeline | None:
+    global _timeline_made, _timeline_obj
+    if not _timeline_made:
+        folder = os.environ.get(LOG_ENV, "").strip()
+        _timeline_obj = _Timeline(folder) if folder else None
+        _timeline_made = True
+    return _timeline_obj
+
+
+def compare_witness(lay: Layout, stand_in: int, witness: int, mine: dict, theirs: dict) -> str | None:
+    """None when a role's witness did what its stand-in did (the same collectives, sizes, groups and
+    virtual spans, the same peak memory); else what differs, at the first point it does."""
+    def who(rank: int) -> str:
+        c = lay.coords(rank)
+        dims = [i for i, n in enumerate(lay.names) if n not in lay.vary]
+        return f"rank {rank} ({','.join(f'{lay.names[i]}={c[i]}' for i in dims)})"
+
+    a, b = mine["entries"], theirs["entries"]
+    for i in range(max(len(a), len(b))):
+        if i >= len(a) or i >= len(b):
+            short, other = (stand_in, witness) if i >= len(a) else (witness, stand_in)
+            extra = (b if i >= len(a) else a)[i]
+            return (f"{who(short)} made {i} collectives and sends where {who(other)} made more, the next "
+                    f"being {_describe_entry(extra)}")
+        if a[i][2:] != b[i][2:]:
+            return (f"their {_ordinal(i + 1)} collective or send differs: {who(stand_in)} made "
+                    f"{_describe_entry(a[i])}, {who(witness)} made {_describe_entry(b[i])}")
+        if a[i][:2] != b[i][:2]:
+            return (f"their {_ordinal(i + 1)} collective or send, {_describe_entry(a[i])}, runs from "
+                    f"{a[i][0]} to {a[i][1]} ns on {who(stand_in)} but from {b[i][0]} to {b[i][1]} ns on "
+                    f"{who(witness)} (virtual time): their work before it differs")
+    if mine["peak_allocated"] != theirs["peak_allocated"]:
+        return (f"{who(stand_in)}'s peak allocated memory is {mine['peak_allocated']} bytes, "
+                f"{who(witness)}'s {theirs['peak_allocated']}")
+    return None
+
+
+def _describe_entry(e: list) -> str:
+    _, _, op, kind, nbytes, size, nodes, what = e
+    return f"{op} ({kind}) of {nbytes} bytes in a group of {size} ranks over {nodes} node(s){what}"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 class _Exchange:
@@ -235,6 +322,12 @@ class _SymmetricClock(_clock._Clock):
 
     def collective(self, op: str, kind: str, nbytes: int, reach_ns: int, root: int) -> tuple[int, int]:
         with self._lock:
+            if op in ("scatter", "gather") and root != self._rank:
+                # The group's size is its largest side, the root's n chunks (the processes' clock takes the
+                # largest any rank gave); c10d's scatter and gather want equal chunks, so a stand-in that
+                # is not the root knows it without the root (found by --check: a stand-in that was the
+                # root and its witness that was not timed the same scatter differently).
+                nbytes *= self._size
             reach, size = reach_ns, nbytes
             ex = self._group._exchange()
             if ex is not None:
@@ -252,7 +345,26 @@ class _SymmetricClock(_clock._Clock):
             start = max(reach, self._lane_free)
             end = start + self._cost_ns(kind, size, self._size, self.nodes)
             self._lane_free = end
+            self._record(start, end, op, kind, size, "")
             return start, end
+
+    def _record(self, start: int, end: int, op: str, kind: str, nbytes: int, peer: str) -> None:
+        """Notes the span for the witness comparison (``--check``), naming the group by its description
+        (its name is a hash of its ranks, which differ between a stand-in and its witness)."""
+        tl = _timeline()
+        if tl is None:
+            return
+        try:
+            desc = self._group.group_desc
+        except RuntimeError:
+            desc = ""
+        label = f" ({desc})" if desc and desc != "undefined" else ""
+        tl.add(start, end, op, kind, nbytes, self._group, self.nodes, label + peer)
+
+    def _peer_role(self, peer: int) -> str:
+        lay = self._group._layout
+        role = lay.role_of(self._group._global_ranks[peer])
+        return f", peer of role {','.join(f'{d}={c}' for d, c in zip(lay.vary, role))}"
 
     def _peer(self, peer: int, what: str) -> int:
         """The exchange rank of a send's or recv's peer (a group rank), checked (Note [Symmetric-rank mode])."""
@@ -280,7 +392,9 @@ class _SymmetricClock(_clock._Clock):
                 self._sends.append(ex.gloo.send([torch.tensor([reach_ns, nbytes], dtype=torch.int64)], to, 1))
             except RuntimeError as err:
                 raise _clock.ExchangeFailed(str(err)) from err
-            return reach_ns, reach_ns + self._p2p_ns(peer, nbytes)
+            end = reach_ns + self._p2p_ns(peer, nbytes)
+            self._record(reach_ns, end, "send", "send_recv", nbytes, self._peer_role(peer))
+            return reach_ns, end
 
     def post_recv(self, peer: int):
         with self._lock:
@@ -305,7 +419,9 @@ class _SymmetricClock(_clock._Clock):
             raise _broken(f"rank {g._me} receives {nbytes} bytes from rank {g._global_ranks[peer]}, "
                           f"which sends {sent_bytes}")
         start = max(sent_at, reach_ns)
-        return start, start + self._p2p_ns(peer, nbytes)
+        end = start + self._p2p_ns(peer, nbytes)
+        self._record(start, end, "recv", "send_recv", nbytes, self._peer_role(peer))
+        return start, end
 
     def shutdown(self) -> None:
         pass  # the stand-ins' exchange group is the symmetric group's (SymmetricProcessGroup.shutdown)
@@ -470,6 +586,7 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
         self._exchange_group: _Exchange | None = None
         self._exchange_made = False
         self._exchange_lock = threading.Lock()
+        _timeline()  # the witness comparison's record (--check), written at exit
 
     def _exchange(self) -> _Exchange | None:
         """The gloo group of the stand-ins of this group's roles; None when it holds one role. Made by
