@@ -138,12 +138,20 @@ double copy_time_ns(const DeviceProfile& profile, CopyRoute route, std::size_t b
 // Across nodes (g = ranks / nodes per node, N = nodes), each GPU has its own NIC (network_bandwidth):
 //  - tree, LL protocol (the small-message choice): ll_latency + 2 log2(N) x network_latency + the node's
 //    ring steps + moved / network_ll_bus;
-//  - all_reduce, hierarchical (NCCL's NVLS-tree / tree, Simple protocol): each GPU reduces its 1/g
-//    share within the node, all-reduces it with its peers in the other nodes over its own NIC, and
-//    gathers within the node; the stages pipeline, so the slower one sets the rate: network_setup +
-//    max(2(g-1)/g x bytes / best node rate, 2(N-1)/N x bytes/g / network_bandwidth);
-//  - the others, ring over all ranks, striped over the node's g NICs: network_setup + moved /
-//    min(ring_bus, g x network_bandwidth) (all_to_all: the (n-g)/n that leaves the node over its NIC);
+//  - all_reduce, tree (NCCL's NVLS-tree / tree, Simple protocol): the node's GPUs reduce within it
+//    (and broadcast the result back) at the node's best rate, and the nodes reduce and broadcast along
+//    NCCL's double binary tree, over the node's g NICs; the stages pipeline, so the slower one sets the
+//    rate: network_setup + node steps + max(2(g-1)/g x bytes / best node rate, k x bytes / (g x
+//    network_bandwidth)). k is what a node's NICs carry each way per byte reduced. Each of the two
+//    trees reduces half the bytes; a node is an inner node of one (it takes two children's halves and
+//    passes one up, then takes one down and passes two: 1.5 x bytes each way) and a leaf of the other
+//    (0.5 x bytes), so k = 2; with 2 nodes each is the other's only peer and k = 1. That is why nccl-tests' two-node all_reduce reads up to
+//    ~470-490 GB/s bus bandwidth on 8 x 400 Gb/s nodes and four nodes or more read at most the NICs'
+//    ~400 (NVIDIA/nccl-tests #309: "2 nodes tend to be an aberration (it's an ideal case for the TREE
+//    protocol)"; "with 8 400 Gbps NICs your peak would be at 400 GB/s");
+//  - ring over all ranks, striped over the node's g NICs (every kind; all_reduce's other choice):
+//    network_setup + node steps + moved / min(ring_bus, g x network_bandwidth) (all_to_all: the (n-g)/n
+//    that leaves the node over its NIC);
 //  - send/recv: network_latency + bytes / network_bandwidth.
 // network_setup and network_latency are fitted to a published two-node curve (the profile says so).
 // Not modelled: link contention between groups (two collectives at once each get the full rate),
@@ -204,8 +212,9 @@ CollectiveTime collective_time(const DeviceProfile& p, const CollectiveShape& sh
     case CollectiveKind::kAllReduce: {
       const double node_rate = std::max(p.ring_bus_bandwidth, p.nvls_bus_bandwidth);
       const double within = 2.0 * (g - 1) / g * bytes / node_rate;
-      const double across = 2.0 * (nodes - 1) / nodes * bytes / g / p.network_bandwidth;
-      consider(p.network_setup_ns + node_steps + std::max(within, across) * 1e9, "hierarchical");
+      const double across = (nodes == 2 ? 1.0 : 2.0) * bytes / nics;
+      consider(p.network_setup_ns + node_steps + std::max(within, across) * 1e9, "tree");
+      consider(p.network_setup_ns + node_steps + moved / std::min(p.ring_bus_bandwidth, nics) * 1e9, "ring");
       break;
     }
     case CollectiveKind::kAllToAll: {

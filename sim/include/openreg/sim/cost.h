@@ -69,7 +69,7 @@ struct CollectiveShape {
   int nodes = 1;  //!< nodes they span (ranks spread evenly over them)
 };
 //! A collective's modelled time and the algorithm (and protocol) the model chose for it: "ring/LL",
-//! "ring", "nvls", "tree/LL", "hierarchical", "p2p", "local".
+//! "ring", "nvls", "tree/LL", "tree", "p2p", "local".
 struct CollectiveTime {
   double ns = 0;
   const char* algorithm = "";
