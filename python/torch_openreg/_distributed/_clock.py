@@ -82,19 +82,17 @@ class ExchangeFailed(RuntimeError):
     _comm_queue.py). Its text is gloo's; gloo's own error is its cause."""
 
 
-def _C() -> Any:  # noqa: N802 - the extension, imported lazily (registration must not load it)
-    from torch_openreg import _C as ext
-
-    return ext
-
-
 def enabled() -> bool:
     """Whether a device profile is set (collectives then take virtual time)."""
-    return _C()._device_profile() is not None
+    from torch_openreg import _C  # imported here: registration must not load the extension
+
+    return _C._device_profile() is not None
 
 
 def timing_only() -> bool:
-    return bool(_C()._timing_only())
+    from torch_openreg import _C
+
+    return _C._timing_only()
 
 
 def payload_bytes(calls) -> int:
@@ -118,7 +116,9 @@ def ranks_per_node() -> int:
         if not (value.isascii() and value.isdigit()) or int(value) < 1:
             raise RuntimeError(f"{var}='{value}' is invalid: expected a whole number of ranks per node >= 1")
         return int(value)
-    profile = _C()._device_profile()
+    from torch_openreg import _C
+
+    profile = _C._device_profile()
     return int(profile["ranks_per_node"]) if profile else 1
 
 
@@ -151,7 +151,13 @@ class _Clock:
         self.nodes = len(set(self._node_of))
 
     def _cost_ns(self, kind: str, nbytes: int, ranks: int, nodes: int) -> int:
-        ns, _ = _C()._modelled_collective(kind, float(nbytes), ranks, nodes)
+        from torch_openreg import _C
+
+        estimate = _C._modelled_collective(kind, float(nbytes), ranks, nodes)
+        if estimate is None:  # a clock is made only with a profile (enabled())
+            raise RuntimeError("openreg: collectives on the virtual clock need a device profile "
+                               "(OPENREG_DEVICE_PROFILE)")
+        ns, _ = estimate
         return round(ns)
 
     def collective(self, op: str, kind: str, nbytes: int, reach_ns: int, root: int) -> tuple[int, int]:

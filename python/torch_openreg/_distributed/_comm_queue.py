@@ -43,15 +43,12 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._device import _comm_lane
 
-
-def torch_openreg_C():  # noqa: N802 - imported lazily: registration must not load the extension
-    from torch_openreg import _C
-
-    return _C
+if TYPE_CHECKING:
+    from torch_openreg._C import _CollectiveEvent
 
 
 class _Job:
@@ -63,11 +60,13 @@ class _Job:
         self.group = group  # how a failure names the group ("group 0 (default_pg)"), or ""
         self._launches = launches  # callables issuing gloo collectives on CPU views; each returns a Work
         self._post = post  # runs on the CPU views after gloo (AVG / PREMUL_SUM scaling), or None
-        self.end: Any = None
+        self.end: _CollectiveEvent | None = None
         self.reach_ns = -1  # virtual time at which the issuing stream reaches it (-1: no profile)
         self._issued = False
         if device is not None:
-            self.end = torch_openreg_C()._CollectiveEvent(device.index)
+            from torch_openreg import _C  # imported here: registration must not load the extension
+
+            self.end = _C._CollectiveEvent(device.index)
             # The device timeline shows the collective on the device's communication lane.
             self.end.set_trace(f"collective:{op}", _comm_lane(device))
             if stream is not None:
@@ -96,6 +95,7 @@ class _Job:
         own threads). False if it failed already."""
         try:
             if self._issued:
+                assert self.end is not None  # issued on a stream: a device collective
                 try:
                     self.end.wait_issued()  # releases the GIL while it waits
                 except RuntimeError:

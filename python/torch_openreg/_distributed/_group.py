@@ -157,6 +157,8 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             raise job.error from err
 
     def _place_on_clock(self, job: _Job, calls) -> None:
+        end = job.end
+        assert end is not None  # a device collective always has one
         name, args, _ = calls[0]
         kind = _clock.KINDS.get(name)
         if kind is None:
@@ -166,7 +168,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         if kind == "send_recv":
             peer = int(args[1])
             if name == "send":
-                job.end.place(*clock.send(peer, nbytes, job.reach_ns))
+                end.place(*clock.send(peer, nbytes, job.reach_ns))
             else:
                 posted = clock.post_recv(peer)
 
@@ -175,13 +177,13 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
                         span = clock.recv_span(posted, peer, nbytes, job.reach_ns)
                     except _clock.ExchangeFailed as err:
                         raise job.failure(err) from err  # the job may have ended: only its waiter hears
-                    job.end.place(*span)
+                    end.place(*span)
 
                 job.defer_span(resolve)
             return
         opts = args[-1] if args else None
         root = int(getattr(opts, "rootRank", -1)) if opts is not None else -1
-        job.end.place(*clock.collective(job.op, kind, nbytes, job.reach_ns, root))
+        end.place(*clock.collective(job.op, kind, nbytes, job.reach_ns, root))
 
     def barrier(self, opts=None):
         """c10d's barrier. With a device profile, as NCCL's: an all_reduce of one element on the
@@ -277,6 +279,7 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
         # allocated count when the program frees them, as CUDA's record_stream frees do (Note
         # [Stream-ordered collectives]). A job with openreg tensors has an end.
         for t in in_flight:
+            assert job.end is not None
             job.end.hold(t)
         if virtual:
             self._place(job, calls)  # before the job is shared: the span is fixed first
@@ -310,7 +313,9 @@ def _moves_in_timing_only(calls) -> bool:
         return True
     if any(name not in _SAME_SIZE_ON_EVERY_RANK for name, _, _ in calls):
         return False
-    return _clock.payload_bytes(calls) <= _clock._C()._timing_only_moved_bytes()
+    from torch_openreg import _C  # imported here: registration must not load the extension
+
+    return _clock.payload_bytes(calls) <= _C._timing_only_moved_bytes()
 
 
 _collectives.install(ProcessGroupOpenReg)

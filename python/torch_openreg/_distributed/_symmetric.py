@@ -619,8 +619,9 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
 
 def check_execution() -> None:
     """Symmetric-rank mode needs a device profile and timing-only execution (no data moves)."""
-    C = _clock._C()
-    if C._device_profile() is None or not C._timing_only():
+    from torch_openreg import _C  # imported here: registration must not load the extension
+
+    if _C._device_profile() is None or not _C._timing_only():
         raise RuntimeError("openreg symmetric-rank mode needs OPENREG_DEVICE_PROFILE and OPENREG_EXECUTE=timing "
                            "(its stand-in processes move no data between the ranks they represent); "
                            "python -m torch_openreg.symmetric sets the latter")

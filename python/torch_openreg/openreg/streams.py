@@ -54,7 +54,7 @@ class Stream(torch.Stream):
     @staticmethod
     def priority_range() -> tuple[int, int]:
         """``(least, greatest)`` priority, as torch.cuda.Stream's: ``(0, -1)``."""
-        return tuple(_C._stream_priority_range())
+        return _C._stream_priority_range()
 
     # Note [Stream methods check their argument]
     # torch.Stream's wait_event, wait_stream and record_event read their argument as a torch.Event or

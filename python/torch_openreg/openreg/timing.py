@@ -19,6 +19,7 @@ import operator
 import os
 import threading
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,8 +107,8 @@ def profile() -> dict[str, Any] | None:
     ``bf16_tensor_flops``, ``memory_bandwidth``, ``ranks_per_node``, ``launch_us``, ``host_op_us``), or
     None when times are this host's."""
     _lazy_init()
-    result: dict[str, Any] | None = _C._device_profile()
-    return result
+    result = _C._device_profile()
+    return None if result is None else dict(result)
 
 
 def enabled() -> bool:
@@ -278,7 +279,7 @@ class region:  # noqa: N801  (a context manager used like a function, as torch.p
         self._synchronize = synchronize
         self.result = Region()
         self._start_ns = 0
-        self._start: dict[int, dict[str, Any]] = {}
+        self._start: dict[int, _C._VirtualDeviceTime] = {}  # stub-only type (_C.pyi): a dict by key
         self._current = 0
 
     def __enter__(self) -> Region:
@@ -314,7 +315,7 @@ class region:  # noqa: N801  (a context manager used like a function, as torch.p
             end = _C._virtual_device_time(d)
             start = self._start[d]
 
-            def delta(key: str, end: dict[str, Any] = end, start: dict[str, Any] = start) -> float:
+            def delta(key: str, end: Mapping[str, Any] = end, start: Mapping[str, Any] = start) -> float:
                 return float(end[key] - start[key])
 
             busy = delta("busy_ns")
