@@ -32,4 +32,8 @@ from torch_openreg import _registration  # noqa: E402
 
 _registration.register()
 
+from torch_openreg import _perf_counter  # noqa: E402
+
+_perf_counter.install_from_env()  # OPENREG_PERF_COUNTER=virtual (Note [A program's own timer under a profile])
+
 __version__ = "0.1.0"

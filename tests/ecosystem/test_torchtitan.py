@@ -81,6 +81,28 @@ def test_debug_model_trains_under_torchrun_on_two_devices(run_torchrun, assets, 
     assert "Training completed" in output
 
 
+TPS_LINE = re.compile(r"step:\s*(\d+)\s.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
+
+
+def test_under_a_profile_torchtitans_own_throughput_lines_are_the_modelled_gpus(run_torchrun, assets, tmp_path):
+    """torchtitan times its log interval with time.perf_counter; with OPENREG_PERF_COUNTER=virtual that is
+    the virtual clock (Note [A program's own timer under a profile]), so its tokens/s, TFLOPs and MFU
+    lines describe the modelled H100, torchtitan's code unchanged."""
+    done = _train(run_torchrun, assets, tmp_path, nproc=2,
+                  env={"OPENREG_DEVICE_PROFILE": "h100-sxm", "OPENREG_PERF_COUNTER": "virtual"})
+    output = ANSI.sub("", done.stdout + done.stderr)
+    lines = [TPS_LINE.search(line) for line in output.splitlines()]
+    rows = [(int(m.group(1)), float(m.group(2).replace(",", "")), float(m.group(3)), float(m.group(4)))
+            for m in lines if m]
+    assert sorted({step for step, *_ in rows}) == list(range(1, STEPS + 1)), output[-4000:]
+    for step, tps, tflops, mfu in rows:
+        # On this CPU the two ranks train about 250 tokens/s each (a step of 2 x 256 tokens takes ~2 s);
+        # the modelled H100 runs the 6 M-parameter model launch-bound, at tens of thousands.
+        assert 5_000 < tps < 1_000_000, (step, tps)
+        assert abs(mfu - tflops / 989 * 100) < 0.01, (step, tflops, mfu)  # MFU against the H100's 989 TFLOPS
+    assert _losses(output)[STEPS] < _losses(output)[1]  # it trained, for real, as without a profile
+
+
 def test_peak_flops_torchtitan_reads_are_the_modelled_gpus():
     """torchtitan's MFU divides by torchtitan.tools.utils.get_peak_flops(device name): under a device
     profile openreg's device name is the modelled GPU's ("openreg (model of H100 SXM)")."""
