@@ -62,6 +62,8 @@ def _symmetric(args: list[str], script: list[str], out: Path | None = None, **en
     # one role; a scatter and a gather rooted at the last rank, which the stand-in (rank 0) is not
     (8, "fsdp,hsdp,tp,rooted", ["--world-size", "8"], [0]),
     (8, "pp,fsdp", ["--mesh", "pp=2,dp=4", "--vary", "pp"], [0, 4]),  # two roles; FSDP's group holds both
+    # a ring of sends within one role over two nodes: rank 0 receives from rank 15, across the network
+    (16, "ring", ["--world-size", "16"], [0]),
     # two nodes of 8, two roles: HSDP's replicas, TP's data-parallel groups and FSDP's span both stages;
     # with --check each role's witness (ranks 7 and 15) runs too, as a job of its own, and must agree
     (16, "fsdp,hsdp,tp,pp", ["--mesh", "pp=2,dp=8", "--vary", "pp", "--check"], [0, 7, 8, 15]),
@@ -104,17 +106,33 @@ def test_context_parallel_with_cp_as_roles_times_every_rank_as_the_job_run_as_pr
         assert [got["cp"][k] for k in keys] == [want[k] for k in keys], rank
 
 
+def test_causal_context_parallelism_over_one_role_is_refused(tmp_path):
+    # Ring attention's causal steps give each cp rank other work, so the stand-in (rank 0) would time
+    # every rank as itself: refused at the call unless cp is a varied dim (the test above runs that).
+    r = _symmetric(["--mesh", "cp=8"], [str(JOB), "cp"])
+    assert r.returncode != 0
+    assert "openreg symmetric-rank mode: context parallelism's causal ring attention over group 0 " \
+           "(default_pg) (8 ranks of the one role (all 8 ranks)) gives each of its ranks other attention " \
+           "work at each step" in r.stderr
+    assert "(--vary cp)" in r.stderr
+
+
 def test_check_finds_ranks_of_one_role_that_do_not_behave_alike(tmp_path):
-    # Context parallelism with cp as one role: ring attention's load balancing gives each cp rank other
-    # attention shapes, so the stand-in (rank 0) would time every rank as itself. Its witness (rank 7,
-    # run as a second job) reaches the gathers at other virtual times, and --check names the point.
-    r = _symmetric(["--mesh", "cp=8", "--check"], [str(JOB), "cp"])
+    # The last rank of every 8 does more work before the all_reduce: its witness (rank 7, run as a second
+    # job) reaches it later than the stand-in (rank 0), and --check names the point.
+    program = _program(
+        tmp_path, "slow_last.py",
+        "a = torch.empty(4096, 4096, device='openreg', dtype=torch.bfloat16)\n"
+        "if dist.get_rank() % 8 == 7:\n"
+        "    a @ a\n"
+        "dist.all_reduce(torch.ones(4, device='openreg'))\n")
+    r = _symmetric(["--world-size", "16", "--check"], [program])
     assert r.returncode == 1, r.stderr[-4000:]
-    assert "witnesses (--check): rank 7" in r.stderr
-    assert "the ranks of the one role (all 8 ranks) do not behave alike: their 2nd collective or send, " \
-           "all_gather_single_coalesced (all_gather) of 524288 bytes in a group of 8 ranks over 1 node(s) " \
-           "(default_pg), runs from" in r.stderr
-    assert "on rank 0 (cp=0) but from" in r.stderr and "on rank 7 (cp=7) (virtual time)" in r.stderr
+    assert "witnesses (--check): rank 15" in r.stderr
+    assert "the ranks of the one role (all 16 ranks) do not behave alike: their 1st collective or send, " \
+           "allreduce (all_reduce) of 16 bytes in a group of 16 ranks over 2 node(s) (default_pg), runs " \
+           "from" in r.stderr
+    assert "on rank 0 (world=0) but from" in r.stderr and "on rank 15 (world=15) (virtual time)" in r.stderr
     # with every rank its own role there is nothing to compare, and the job runs as before
     r = _symmetric(["--mesh", "cp=4", "--vary", "cp", "--check"], [str(JOB), "cp"])
     assert r.returncode == 0, r.stderr[-4000:]
@@ -171,14 +189,19 @@ def test_collectives_that_differ_between_roles_are_an_error_naming_the_point(tmp
     assert "all_reduce of 16 bytes" in r.stderr and "all_reduce of 32 bytes" in r.stderr
 
 
-def test_a_send_between_ranks_of_one_role_is_refused(tmp_path):
-    program = _program(
-        tmp_path, "ring.py",
+def test_a_receive_within_a_role_waited_on_before_its_mirrored_send_is_an_error(tmp_path):
+    path = tmp_path / "recv_first.py"
+    path.write_text(
+        "import os, datetime, torch, torch.distributed as dist\n"
+        "torch.openreg.set_device(int(os.environ['LOCAL_RANK']))\n"
+        "dist.init_process_group(timeout=datetime.timedelta(seconds=3))\n"
         "me, n = dist.get_rank(), dist.get_world_size()\n"
-        "dist.send(torch.ones(4, device='openreg'), (me + 1) % n)\n")
-    r = _symmetric(["--world-size", "16"], [program])
+        "dist.recv(torch.empty(1 << 20, device='openreg'), (me - 1) % n)  # before any send: a ring that hangs\n"
+        "dist.send(torch.empty(1 << 20, device='openreg'), (me + 1) % n)\n")
+    r = _symmetric(["--world-size", "16"], [str(path)])
     assert r.returncode != 0
-    assert "openreg symmetric-rank mode: rank 0 sends to rank 1, a rank of its own role" in r.stderr
+    assert "rank 0 waited on a receive from rank 15, a rank of its own role, but made no send to the rank " \
+           "1 after it" in r.stderr
 
 
 def test_an_out_of_memory_rank_is_reported_with_its_role(tmp_path):

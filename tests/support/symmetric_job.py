@@ -5,7 +5,7 @@ rank's virtual step time (ns), its peak memory and its collectives' virtual span
 rank in ``--out``). Used by
 tests/python/test_symmetric.py, which compares the two ways of running it.
 
-    python tests/support/symmetric_job.py fsdp,hsdp,tp,cp,rooted,pp [--pp 2] [--out DIR]
+    python tests/support/symmetric_job.py fsdp,hsdp,tp,cp,rooted,ring,pp [--pp 2] [--out DIR]
 """
 
 from __future__ import annotations
@@ -132,6 +132,24 @@ def rooted(dev, world: int) -> dict:
         chunks = [torch.zeros(1 << 16, device=dev) for _ in range(world)]
         dist.scatter(out, chunks if me == last else None, src=last)
         dist.gather(out, chunks if me == last else None, dst=last)
+
+    return _measure(dev, step)
+
+
+def ring(dev, world: int) -> dict:
+    """A ring of sends over every rank: each sends to the next and receives from the one before, a
+    tensor whose time is modelled and one small enough to move in timing-only execution."""
+
+    def step():
+        me = dist.get_rank()
+        nxt, prev = (me + 1) % world, (me - 1) % world
+        big, small = torch.empty(1 << 22, device=dev), torch.full((4,), float(me), device=dev)
+        got_big, got_small = torch.empty_like(big), torch.empty_like(small)
+        ops = [dist.P2POp(dist.irecv, got_big, prev), dist.P2POp(dist.isend, big, nxt),
+               dist.P2POp(dist.isend, small, nxt), dist.P2POp(dist.irecv, got_small, prev)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        got_big.sum()  # the work after the ring starts when its receives end
 
     return _measure(dev, step)
 

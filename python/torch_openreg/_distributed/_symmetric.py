@@ -29,9 +29,10 @@ role (``python -m torch_openreg.symmetric``), each standing in for all ranks of 
   for each of its ranks), exchanged between stand-ins where the group holds several roles.
 - **Honesty checks**: what openreg can see of the assumption is checked, and a break is an error at
   the call naming it, never a silently wrong size: stand-ins of one group must call the same
-  collectives with the same sizes (all_to_all's may differ) and roots; a send must go to a rank whose
-  stand-in receives it with the same size from this role's stand-in; a send or receive between two
-  ranks of one role is refused (the stand-in cannot tell which of its role's ranks it pairs with).
+  collectives with the same sizes (all_to_all's may differ) and roots; a send to another role must go
+  to a rank whose stand-in receives it with the same size from this role's stand-in; context
+  parallelism's causal ring attention over a group of one role is refused (each of its ranks does
+  other work at each step: ``_refuse_causal_ring_attention_over_one_role``).
 - **Witnesses** (``--check``): what no stand-in can see is whether the other ranks of its role do what
   it does (ring attention's load balancing gives each rank of a cp dim other shapes; a program may
   branch on its rank). So the launcher can run a second job beside the first, of each role's witness:
@@ -40,6 +41,12 @@ role (``python -m torch_openreg.symmetric``), each standing in for all ranks of 
   bytes, group size, nodes, group description, virtual span) and its peak allocated memory
   (``_Timeline``); after both jobs end, the launcher compares each stand-in with its witness and names
   the first point where they differ (``compare_witness``). It doubles the processes, so it is asked for.
+- **Sends within a role** (a ring): by symmetry the rank d before the stand-in sends to it what the
+  stand-in sends to the rank d after it, at the same virtual time, so the stand-in's own send to +d
+  stands for the one its receive from -d gets (``_Mirror``: the time on the clock, the data where it
+  moves). Each link is timed as the stand-in's (its receive from -d crosses a node boundary where that
+  rank's does). A receive whose mirrored send never comes within the group's timeout is an error
+  naming it.
 - **Memory**: each stand-in has its rank's devices, so its peak memory is the rank's, and an
   allocation its GPU would fail raises ``torch.OutOfMemoryError`` in its process; the launcher names the
   role and its ranks of a process that fails.
@@ -48,6 +55,9 @@ role (``python -m torch_openreg.symmetric``), each standing in for all ranks of 
 from __future__ import annotations
 
 import atexit
+import collections
+import functools
+import inspect
 import json
 import math
 import os
@@ -266,6 +276,43 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
+class _Mirror:
+    """What a stand-in sends to ranks of its own role, standing for what its receives from its own role
+    get: by symmetry, the rank d before it sends to it what it sends to the rank d after it, at the
+    same virtual time (Note [Symmetric-rank mode]). Per key (the offset d, and a tag for data), a FIFO
+    of what was sent; a receive taken before its mirrored send was made waits for it, at most the
+    group's timeout."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._cv = threading.Condition()
+        self._queues: dict[Any, collections.deque] = collections.defaultdict(collections.deque)
+        self._timeout_s = timeout_s
+
+    def put(self, key, item) -> None:
+        with self._cv:
+            self._queues[key].append(item)
+            self._cv.notify_all()
+
+    def take(self, key, what: str):
+        with self._cv:
+            if not self._cv.wait_for(lambda: bool(self._queues[key]), self._timeout_s):
+                raise _broken(what)
+            return self._queues[key].popleft()
+
+
+class _MirroredRecv:
+    """A receive from a rank of the stand-in's own role, posted on the communication thread: done when
+    the stand-in's mirrored send has given its data (``_Mirror``)."""
+
+    def __init__(self, mirror: _Mirror, key, tensors: list[torch.Tensor], what: str) -> None:
+        self._mirror, self._key, self._tensors, self._what = mirror, key, tensors, what
+
+    def wait(self, timeout=None) -> bool:
+        for t, v in zip(self._tensors, self._mirror.take(self._key, self._what)):
+            t.copy_(v)
+        return True
+
+
 class _Exchange:
     """The stand-ins of one group's roles, as a small gloo group of their own (made at first need, by
     every one of them at the same call of the group: c10d's order). None when the group holds one role."""
@@ -303,6 +350,14 @@ class _Exchange:
         outs = [torch.empty_like(t) for _ in self.members]
         self.data.allgather([outs], [t.contiguous()]).wait()
         return outs
+
+
+@dataclass(frozen=True)
+class _MirroredSpan:
+    """A posted receive from a rank of the stand-in's own role: its sender's time is the stand-in's own
+    send to the rank ``offset`` after it (``_Mirror``)."""
+
+    offset: int
 
 
 class _SymmetricClock(_clock._Clock):
@@ -366,14 +421,24 @@ class _SymmetricClock(_clock._Clock):
         role = lay.role_of(self._group._global_ranks[peer])
         return f", peer of role {','.join(f'{d}={c}' for d, c in zip(lay.vary, role))}"
 
+    def _same_role(self, peer: int) -> bool:
+        g = self._group
+        return g._layout.role_of(g._global_ranks[peer]) == g._layout.role_of(g._me)
+
+    def _mirror_what(self, peer: int) -> str:
+        g = self._group
+        d = (self._rank - peer) % self._size
+        return (f"rank {g._me} waited on a receive from rank {g._global_ranks[peer]}, a rank of its own role, "
+                f"but made no send to the rank {d} after it in {g._describe() or 'its group'} within the "
+                f"group's timeout. By symmetry that send stands for its peer's, so a ring within a role must "
+                f"post its send before it waits on its receive (NCCL would hang on such a ring too)")
+
     def _peer(self, peer: int, what: str) -> int:
-        """The exchange rank of a send's or recv's peer (a group rank), checked (Note [Symmetric-rank mode])."""
+        """The exchange rank of a send's or recv's peer (a group rank) of another role, checked (Note
+        [Symmetric-rank mode])."""
         g = self._group
         lay = g._layout
         other = g._global_ranks[peer]
-        if lay.role_of(other) == lay.role_of(g._me):
-            raise _broken(f"rank {g._me} {what} rank {other}, a rank of its own role "
-                          f"({lay.describe_role(lay.role_of(g._me))})")
         if lay.stand_in(lay.role_of(other)) != other:
             raise _broken(f"rank {g._me} {what} rank {other}, whose role's stand-in is rank "
                           f"{lay.stand_in(lay.role_of(other))}: the pairs of its ranks are not those of "
@@ -384,6 +449,11 @@ class _SymmetricClock(_clock._Clock):
 
     def send(self, peer: int, nbytes: int, reach_ns: int) -> tuple[int, int]:
         with self._lock:
+            if self._same_role(peer):  # stands for the send its receive from -d gets (_Mirror)
+                self._group._mirror_times.put((peer - self._rank) % self._size, (reach_ns, nbytes))
+                end = reach_ns + self._p2p_ns(peer, nbytes)
+                self._record(reach_ns, end, "send", "send_recv", nbytes, self._peer_role(peer))
+                return reach_ns, end
             to = self._peer(peer, "sends to")
             ex = self._group._exchange()
             assert ex is not None
@@ -398,6 +468,8 @@ class _SymmetricClock(_clock._Clock):
 
     def post_recv(self, peer: int):
         with self._lock:
+            if self._same_role(peer):
+                return _MirroredSpan((self._rank - peer) % self._size)
             frm = self._peer(peer, "receives from")
             ex = self._group._exchange()
             assert ex is not None
@@ -408,12 +480,15 @@ class _SymmetricClock(_clock._Clock):
                 raise _clock.ExchangeFailed(str(err)) from err
 
     def recv_span(self, posted, peer: int, nbytes: int, reach_ns: int) -> tuple[int, int]:
-        buf, work = posted
-        try:
-            work.wait()
-        except RuntimeError as err:
-            raise _clock.ExchangeFailed(str(err)) from err
-        sent_at, sent_bytes = int(buf[0]), int(buf[1])
+        if isinstance(posted, _MirroredSpan):
+            sent_at, sent_bytes = self._group._mirror_times.take(posted.offset, self._mirror_what(peer))
+        else:
+            buf, work = posted
+            try:
+                work.wait()
+            except RuntimeError as err:
+                raise _clock.ExchangeFailed(str(err)) from err
+            sent_at, sent_bytes = int(buf[0]), int(buf[1])
         if sent_bytes != nbytes:
             g = self._group
             raise _broken(f"rank {g._me} receives {nbytes} bytes from rank {g._global_ranks[peer]}, "
@@ -540,16 +615,31 @@ class _Transport:
         if ex is not None:
             ex.data.barrier().wait()
 
-    # send and recv between stand-ins of different roles (the clock refuses pairs within one role)
+    # send and recv: between stand-ins of different roles over the exchange; within one role through
+    # the mirror (what the stand-in sends to the rank d after it is what the rank d before it sends to it)
+    def _same_role(self, peer: int) -> bool:
+        g = self._g
+        return g._layout.role_of(g._global_ranks[peer]) == g._layout.role_of(g._me)
+
     def send(self, tensors, dst: int, tag: int = 0):
-        ex = self._g._exchange()
+        g = self._g
+        if self._same_role(dst):
+            g._mirror_data.put(((dst - g.rank()) % g.size(), tag), [t.clone() for t in tensors])
+            return None
+        ex = g._exchange()
         assert ex is not None
-        return ex.data.send(tensors, ex.members.index(self._g._global_ranks[dst]), tag)
+        return ex.data.send(tensors, ex.members.index(g._global_ranks[dst]), tag)
 
     def recv(self, tensors, src: int, tag: int = 0):
-        ex = self._g._exchange()
+        g = self._g
+        if self._same_role(src):
+            clock = g._clock_of()
+            assert isinstance(clock, _SymmetricClock)
+            return _MirroredRecv(g._mirror_data, ((g.rank() - src) % g.size(), tag), tensors,
+                                 clock._mirror_what(src))
+        ex = g._exchange()
         assert ex is not None
-        return ex.data.recv(tensors, ex.members.index(self._g._global_ranks[src]), tag)
+        return ex.data.recv(tensors, ex.members.index(g._global_ranks[src]), tag)
 
     def __getattr__(self, name: str):
         # send/recv, gather, scatter, all_to_all of data that moves: no symmetric composition here
@@ -586,7 +676,10 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
         self._exchange_group: _Exchange | None = None
         self._exchange_made = False
         self._exchange_lock = threading.Lock()
+        self._mirror_times = _Mirror(timeout.total_seconds())  # sends within a role: their times
+        self._mirror_data = _Mirror(timeout.total_seconds())  # and their data, where it moves
         _timeline()  # the witness comparison's record (--check), written at exit
+        _refuse_causal_ring_attention_over_one_role()
 
     def _exchange(self) -> _Exchange | None:
         """The gloo group of the stand-ins of this group's roles; None when it holds one role. Made by
@@ -615,6 +708,45 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
             self._exchange_group.gloo.shutdown()
             self._exchange_group.data.shutdown()
         dist.ProcessGroup.shutdown(self)
+
+
+_ring_attention_wrapped = False
+
+
+def _refuse_causal_ring_attention_over_one_role() -> None:
+    """Context parallelism's causal ring attention gives each rank of its group other work at each step
+    (which chunks it attends to in full, in half, or not at all), so a group of one role cannot stand
+    for it: refused at the call, naming it, rather than every rank timed as the stand-in (Note
+    [Symmetric-rank mode]). Non-causal ring attention is the same on every rank and runs. Wraps torch's
+    ring attention once, in symmetric-rank mode only; a torch without it has nothing to refuse."""
+    global _ring_attention_wrapped
+    if _ring_attention_wrapped:
+        return
+    _ring_attention_wrapped = True
+    try:
+        from torch.distributed.tensor.experimental._context_parallel import _attention as ring
+    except ImportError:
+        return
+    original = getattr(ring, "_templated_ring_attention", None)
+    if original is None:
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def checked(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        group = bound.arguments.get("group")
+        if bound.arguments.get("is_causal", False) and isinstance(group, SymmetricProcessGroup):
+            lay = group._layout
+            roles = {lay.role_of(r) for r in group._global_ranks}
+            if group.size() > 1 and len(roles) == 1:
+                raise _broken(f"context parallelism's causal ring attention over {group._describe()} "
+                              f"({group.size()} ranks of {lay.describe_role(next(iter(roles)))}) gives each "
+                              f"of its ranks other attention work at each step, which its stand-in cannot "
+                              f"time as its own; make the mesh dim it shards a role (--vary cp)")
+        return original(*args, **kwargs)
+
+    ring._templated_ring_attention = checked
 
 
 def check_execution() -> None:
