@@ -82,29 +82,16 @@ SWEEP_NODES = [1, 2, 4, 8, 16, 32, 64, 128]
 SWEEP_KINDS = ["all_reduce", "all_gather", "reduce_scatter"]
 SWEEP_SIZES = [1 * GIB, 8 * GIB, 16 * GIB]
 QUICK_SKIP = {8 * GIB, 16 * GIB}
-ITERS = 10  # all_reduces between the two events, as nccl-tests times a loop (one event pair per loop)
+ITERS = 10  # collectives between the two events, as nccl-tests times a loop (one event pair per loop)
 
 
 def _rank(rank: int, sizes: list[int]) -> dict:
     """One rank: each size's all_reduce timed with events, in virtual time."""
     import torch
-    import torch.distributed as dist
 
     dev = torch.device("openreg", rank % torch.openreg.device_count())  # type: ignore[attr-defined]
     torch.openreg.set_device(dev)  # type: ignore[attr-defined]
-    out = {}
-    for nbytes in sizes:
-        x = torch.empty(max(1, nbytes // 2), device=dev, dtype=torch.bfloat16)
-        dist.all_reduce(x)  # warm-up, as nccl-tests
-        start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
-        start.record()
-        for _ in range(ITERS):
-            dist.all_reduce(x)
-        end.record()
-        end.synchronize()
-        out[nbytes] = start.elapsed_time(end) / 1e3 / ITERS  # seconds per all_reduce
-        del x
-    return out
+    return {nbytes: _time_kind("all_reduce", nbytes, dev) for nbytes in sizes}
 
 
 def _time_kind(kind: str, nbytes: int, dev) -> float:
@@ -113,7 +100,8 @@ def _time_kind(kind: str, nbytes: int, dev) -> float:
     import torch.distributed as dist
 
     n = dist.get_world_size()
-    count = max(n, nbytes // 2 // n * n)  # bf16 elements, a multiple of the ranks
+    # bf16 elements; all_gather's and reduce_scatter's are a multiple of the ranks
+    count = max(1, nbytes // 2) if kind == "all_reduce" else max(n, nbytes // 2 // n * n)
     big = torch.empty(count, device=dev, dtype=torch.bfloat16)
     small = torch.empty(count // n, device=dev, dtype=torch.bfloat16)
 
@@ -255,16 +243,12 @@ def main() -> None:
     for config, nbytes, published, unit, low, high, source in anchors:
         seconds = measured[config][nbytes]
         world = 16 if config.startswith("2x8") else 8
-        if unit == "us":
-            value = seconds * 1e6
-        else:
-            value = nbytes * 2 * (world - 1) / world / seconds / 1e9
+        value = seconds * 1e6 if unit == "us" else _busbw("all_reduce", nbytes, world, seconds)
         ok = low <= value <= high if low is not None else abs(value / published - 1) <= 0.10
         rows.append(
             {
                 "configuration": config,
-                "size": f"{nbytes // GIB} GiB" if nbytes >= GIB else f"{nbytes // MIB} MiB" if nbytes >= MIB
-                else f"{nbytes // 1024} KiB" if nbytes >= 1024 else f"{nbytes} B",
+                "size": _size(nbytes),
                 "modelled": round(value, 1),
                 "published": f"{low}-{high}" if low is not None else published,
                 "unit": unit,

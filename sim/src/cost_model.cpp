@@ -208,25 +208,19 @@ CollectiveTime collective_time(const DeviceProfile& p, const CollectiveShape& sh
   consider(p.ll_latency_ns + 2 * tree_depth * p.network_latency_ns + node_steps + moved / p.network_ll_bus_bandwidth * 1e9,
            "tree/LL");
   const double nics = g * p.network_bandwidth;
-  switch (kind) {
-    case CollectiveKind::kAllReduce: {
-      const double node_rate = std::max(p.ring_bus_bandwidth, p.nvls_bus_bandwidth);
-      const double within = 2.0 * (g - 1) / g * bytes / node_rate;
-      const double across = (nodes == 2 ? 1.0 : 2.0) * bytes / nics;
-      consider(p.network_setup_ns + node_steps + std::max(within, across) * 1e9, "tree");
-      consider(p.network_setup_ns + node_steps + moved / std::min(p.ring_bus_bandwidth, nics) * 1e9, "ring");
-      break;
-    }
-    case CollectiveKind::kAllToAll: {
-      const double within = bytes * (g - 1) / n / p.ring_bus_bandwidth;
-      const double across = bytes * (n - g) / n / p.network_bandwidth;
-      consider(p.network_setup_ns + std::max(within, across) * 1e9, "ring");
-      break;
-    }
-    default:
-      consider(p.network_setup_ns + node_steps + moved / std::min(p.ring_bus_bandwidth, nics) * 1e9, "ring");
-      break;
+  if (kind == CollectiveKind::kAllToAll) {
+    const double within = bytes * (g - 1) / n / p.ring_bus_bandwidth;
+    const double across = bytes * (n - g) / n / p.network_bandwidth;
+    consider(p.network_setup_ns + std::max(within, across) * 1e9, "ring");
+    return best;
   }
+  if (kind == CollectiveKind::kAllReduce) {
+    const double node_rate = std::max(p.ring_bus_bandwidth, p.nvls_bus_bandwidth);
+    const double within = 2.0 * (g - 1) / g * bytes / node_rate;
+    const double across = (nodes == 2 ? 1.0 : 2.0) * bytes / nics;
+    consider(p.network_setup_ns + node_steps + std::max(within, across) * 1e9, "tree");
+  }
+  consider(p.network_setup_ns + node_steps + moved / std::min(p.ring_bus_bandwidth, nics) * 1e9, "ring");
   return best;
 }
 

@@ -226,17 +226,11 @@ class _Timeline:
             json.dump({"entries": sorted(self._entries), "peak_allocated": peak}, f)
 
 
-_timeline_made = False
-_timeline_obj: _Timeline | None = None
-
-
+@functools.cache
 def _timeline() -> _Timeline | None:
-    global _timeline_made, _timeline_obj
-    if not _timeline_made:
-        folder = os.environ.get(LOG_ENV, "").strip()
-        _timeline_obj = _Timeline(folder) if folder else None
-        _timeline_made = True
-    return _timeline_obj
+    """The process's timeline when the launcher asked for one (``OPENREG_SYMMETRIC_LOG``), made once."""
+    folder = os.environ.get(LOG_ENV, "").strip()
+    return _Timeline(folder) if folder else None
 
 
 def compare_witness(lay: Layout, stand_in: int, witness: int, mine: dict, theirs: dict) -> str | None:
@@ -421,10 +415,6 @@ class _SymmetricClock(_clock._Clock):
         role = lay.role_of(self._group._global_ranks[peer])
         return f", peer of role {','.join(f'{d}={c}' for d, c in zip(lay.vary, role))}"
 
-    def _same_role(self, peer: int) -> bool:
-        g = self._group
-        return g._layout.role_of(g._global_ranks[peer]) == g._layout.role_of(g._me)
-
     def _mirror_what(self, peer: int) -> str:
         g = self._group
         d = (self._rank - peer) % self._size
@@ -449,7 +439,7 @@ class _SymmetricClock(_clock._Clock):
 
     def send(self, peer: int, nbytes: int, reach_ns: int) -> tuple[int, int]:
         with self._lock:
-            if self._same_role(peer):  # stands for the send its receive from -d gets (_Mirror)
+            if self._group._same_role(peer):  # stands for the send its receive from -d gets (_Mirror)
                 self._group._mirror_times.put((peer - self._rank) % self._size, (reach_ns, nbytes))
                 end = reach_ns + self._p2p_ns(peer, nbytes)
                 self._record(reach_ns, end, "send", "send_recv", nbytes, self._peer_role(peer))
@@ -468,7 +458,7 @@ class _SymmetricClock(_clock._Clock):
 
     def post_recv(self, peer: int):
         with self._lock:
-            if self._same_role(peer):
+            if self._group._same_role(peer):
                 return _MirroredSpan((self._rank - peer) % self._size)
             frm = self._peer(peer, "receives from")
             ex = self._group._exchange()
@@ -617,13 +607,9 @@ class _Transport:
 
     # send and recv: between stand-ins of different roles over the exchange; within one role through
     # the mirror (what the stand-in sends to the rank d after it is what the rank d before it sends to it)
-    def _same_role(self, peer: int) -> bool:
-        g = self._g
-        return g._layout.role_of(g._global_ranks[peer]) == g._layout.role_of(g._me)
-
     def send(self, tensors, dst: int, tag: int = 0):
         g = self._g
-        if self._same_role(dst):
+        if g._same_role(dst):
             g._mirror_data.put(((dst - g.rank()) % g.size(), tag), [t.clone() for t in tensors])
             return None
         ex = g._exchange()
@@ -632,7 +618,7 @@ class _Transport:
 
     def recv(self, tensors, src: int, tag: int = 0):
         g = self._g
-        if self._same_role(src):
+        if g._same_role(src):
             clock = g._clock_of()
             assert isinstance(clock, _SymmetricClock)
             return _MirroredRecv(g._mirror_data, ((g.rank() - src) % g.size(), tag), tensors,
@@ -680,6 +666,10 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
         self._mirror_data = _Mirror(timeout.total_seconds())  # and their data, where it moves
         _timeline()  # the witness comparison's record (--check), written at exit
         _refuse_causal_ring_attention_over_one_role()
+
+    def _same_role(self, peer: int) -> bool:
+        """Whether the group's rank ``peer`` plays this stand-in's role (a send to it is mirrored)."""
+        return self._layout.role_of(self._global_ranks[peer]) == self._layout.role_of(self._me)
 
     def _exchange(self) -> _Exchange | None:
         """The gloo group of the stand-ins of this group's roles; None when it holds one role. Made by
