@@ -579,3 +579,41 @@ def _pipeline(rank):
 
 
 
+
+
+# --- a recv's deferred span -------------------------------------------------------------------
+
+
+def test_a_recv_span_that_failed_on_the_completing_thread_fails_its_waiter_too():
+    """The waiter and the completing thread both resolve a recv's span; whichever comes second must
+    raise what the first met. A waiter that found the completing thread resolving used to return as if
+    the recv had succeeded (test_symmetric's ring that waits before it sends exited 0 under load)."""
+    import threading
+
+    from torch_openreg._distributed._comm_queue import _Job
+
+    job = _Job("recv", None, [], None, None)
+    started, release = threading.Event(), threading.Event()
+
+    def resolve():
+        started.set()
+        release.wait()
+        raise RuntimeError("no mirrored send")
+
+    job.defer_span(resolve)
+    first: list[BaseException] = []
+
+    def completing_thread():
+        try:
+            job.resolve_span()
+        except RuntimeError as err:
+            first.append(err)
+
+    t = threading.Thread(target=completing_thread)
+    t.start()
+    started.wait()
+    release.set()  # the waiter below queues on the resolve lock, or comes after: both must raise
+    with pytest.raises(RuntimeError, match="no mirrored send"):
+        job.resolve_span()
+    t.join()
+    assert [str(e) for e in first] == ["no mirrored send"]

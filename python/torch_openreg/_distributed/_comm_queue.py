@@ -79,16 +79,27 @@ class _Job:
         # A recv's virtual span, resolved at its first wait (Note [Collectives on the virtual clock]).
         self._resolve = None
         self._resolve_lock = threading.Lock()
+        self._resolve_error: BaseException | None = None  # what resolve() raised, for every later caller
 
     def defer_span(self, resolve) -> None:
         """``resolve()`` places the collective on the virtual clock; run by the first waiter."""
         self._resolve = resolve
 
     def resolve_span(self) -> None:
+        """Runs ``resolve()`` once, on whichever thread comes first (the waiter or the completing thread);
+        if it failed, every caller raises its error. A waiter that found the completing thread resolving
+        used to return once it had finished, before the job's error was set, and go on as if the recv had
+        succeeded: a ring that would hang on NCCL then exited 0 when nothing synchronized afterwards."""
         with self._resolve_lock:
             resolve, self._resolve = self._resolve, None
             if resolve is not None:
-                resolve()
+                try:
+                    resolve()
+                except BaseException as err:
+                    self._resolve_error = err
+                    raise
+            elif self._resolve_error is not None:
+                raise self._resolve_error
 
     def issue(self) -> bool:
         """Waits for the work queued before the collective, then hands it to gloo (which runs it on its
