@@ -15,6 +15,7 @@
 #include "backend/runtime/Stream.h"
 #include "backend/runtime/SyncDebug.h"
 #include "backend/ops/engine/Arguments.h"
+#include "backend/ops/engine/KernelRanges.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/sanitizer/Sanitizer.h"
 
@@ -91,7 +92,11 @@ void enqueue_kernel_copy(const OpenRegStream& stream, const at::Tensor& dst, con
   static_assert(kTravelsInline<decltype(kernel)>, "kernel copies travel inline");
   const double bytes = static_cast<double>(dst.numel()) * static_cast<double>(dst.element_size()) +
                        static_cast<double>(src.numel()) * static_cast<double>(src.element_size());
-  launch_kernel(stream, "aten::copy_", std::move(kernel), [bytes] { return bytes_kernel_cost(bytes); });
+  KernelRanges ranges;  // Note [Values in timing-only execution]
+  ranges.read(src);
+  ranges.write(dst);
+  launch_kernel(stream, "aten::copy_", std::move(kernel), [bytes] { return bytes_kernel_cost(bytes); }, nullptr,
+                ranges.access());
 }
 
 void wait_for(const OpenRegStream& stream) {

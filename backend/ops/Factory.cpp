@@ -6,6 +6,7 @@
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
 #include "backend/ops/engine/Arguments.h"
+#include "backend/ops/engine/KernelRanges.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/sanitizer/Sanitizer.h"
 
@@ -74,8 +75,10 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   auto kernel = [alias = cpu_alias_of(self), value = c10::Scalar(value)] { alias.fill_(value); };
   static_assert(kTravelsInline<decltype(kernel)>, "fill_ travels inline");
   const double bytes = static_cast<double>(self.numel()) * static_cast<double>(self.element_size());
+  KernelRanges ranges;  // reads nothing: a small fill gives values (Note [Values in timing-only execution])
+  ranges.write(self);
   launch_kernel(c10::openreg::current_openreg_stream(self.device().index()), "aten::fill_.Scalar", std::move(kernel),
-                [bytes] { return bytes_kernel_cost(bytes); });
+                [bytes] { return bytes_kernel_cost(bytes); }, nullptr, ranges.access());
   return self;
 }
 

@@ -37,8 +37,8 @@ OPENREG_BACKEND_API std::optional<ProfileSummary> device_profile();
 //! execution] in sim/src/stream.cpp). Starts the runtime.
 OPENREG_BACKEND_API bool timing_only_execution();
 
-//! In timing-only execution, the largest copy or collective (bytes) that still moves its data (Note
-//! [Control data in timing-only execution] in sim/src/stream.cpp).
+//! In timing-only execution, the largest copy from the host or collective (bytes) that still moves its
+//! data (Note [Values in timing-only execution] in sim/src/stream.cpp).
 OPENREG_BACKEND_API std::size_t timing_only_moved_bytes() noexcept;
 
 //! The calling thread's virtual time, ns since the runtime started (0 without a profile).

@@ -7,6 +7,7 @@
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
 #include "backend/ops/engine/KernelCost.h"
+#include "backend/ops/engine/KernelRanges.h"
 #include "backend/ops/engine/OptimizerStep.h"
 #include "backend/runtime/VirtualTime.h"
 
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -84,6 +86,16 @@ void bind_device(py::module_& m) {
         }));
   m.def("_timing_only", torch::wrap_pybind_function([] { return ore::timing_only_execution(); }));
   m.def("_timing_only_moved_bytes", [] { return ore::timing_only_moved_bytes(); });
+  // Note [Values in timing-only execution]: what a collective that moved its data (or did not) wrote.
+  m.def("_set_holds_values", torch::wrap_pybind_function([](const std::vector<at::Tensor>& tensors, bool holds) {
+          for (const at::Tensor& t : tensors) at::openreg::set_holds_values(t, holds);
+        }));
+  m.def("_holds_values", torch::wrap_pybind_function([](const std::vector<at::Tensor>& tensors) {
+          for (const at::Tensor& t : tensors) {
+            if (!at::openreg::holds_values(t)) return false;
+          }
+          return true;
+        }));
   // Note [Optimizer steps on the virtual clock] (backend/ops/engine/KernelCost.cpp).
   m.def("_set_in_optimizer_step", [](bool inside) { at::openreg::set_in_optimizer_step(inside); });
   m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));

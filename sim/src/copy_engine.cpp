@@ -1,6 +1,5 @@
 #include "copy_engine.h"
 
-#include "openreg/sim/timing_only.h"
 
 #ifdef __linux__
 #include <fcntl.h>
@@ -234,8 +233,9 @@ void CopyEngine::run() {
     }
     WorkItem& item = *job.item;
     const std::int64_t start = now_ns();
-    if (!execute_ && item.bytes > kTimingOnlyMovedBytes) {
-      // Note [Timing-only execution]: what the host reads back is zeros; device memory is untouched.
+    if (!execute_ && item.timing_only == TimingOnly::kSkip) {
+      // Note [Values in timing-only execution]: what the host reads back of values never computed is
+      // zeros; device memory is untouched.
       if (item.host_dst) std::memset(item.dst, 0, item.bytes);
     } else if (item.host_dst) {
       copy_to_host(item.dst, item.src, item.bytes);  // host and device memory never overlap

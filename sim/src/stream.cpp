@@ -13,33 +13,44 @@
 // while work is pending).
 
 // Note [Timing-only execution]
-// With OPENREG_EXECUTE=timing (and a device profile) kernels and copies are not executed, only placed
-// on the virtual clock (Note [Virtual time]); everything else is as in the normal mode: the op path
-// with its shape checks and errors, the caching allocator with its real sizes, streams, events, the
-// launch queue, traces and the race checker. Device memory is reserved address space without
-// backing pages (DeviceMemory with backed = false), so a device holds the profile's full capacity and
-// runs out of memory where the modelled GPU would; a copy to the host writes zeros, so what the host
-// reads back (.item(), .cpu(), data-dependent shapes) is zero. Host callbacks still run. The results
-// are meaningless; the times, the memory peak and out-of-memory errors are the model's.
+// With OPENREG_EXECUTE=timing (and a device profile) kernels and copies are placed on the virtual
+// clock (Note [Virtual time]) and, unless they work on values (below), not executed; everything else is
+// as in the normal mode: the op path with its shape checks and errors, the caching allocator with its
+// real sizes, streams, events, the launch queue, traces and the race checker. Device memory is
+// reserved address space without backing pages (DeviceMemory with backed = false), so a device holds
+// the profile's full capacity and runs out of memory where the modelled GPU would. Host callbacks
+// still run. The model's tensors hold no values; the times, the memory peak and out-of-memory errors
+// are the model's.
 
-// Note [Control data in timing-only execution]
+// Note [Values in timing-only execution]
 // A program reads some device values back to steer itself, not as results: DDP allgathers each rank's
-// parameter count and shapes and checks them, and broadcasts rank 0's bucket assignment, which every
-// rank then indexes its gradients by. Read as zeros these raised "Rank 0 has 4 params, while rank 0
-// has inconsistent 0 params", or built no buckets and crashed in the backward. Such data comes from
-// the host and travels unchanged through copies and collectives, so those still move small data:
-// a copy of at most kTimingOnlyMovedBytes (openreg/sim/timing_only.h) runs (the copy engine), and so
-// does a collective on tensors that small (python/torch_openreg/_distributed/_group.py). Programs also
-// compute on control data before they read it: a pipeline schedule multiplies the stages' votes on
-// the device and sends the product on, recv_object_list sums the sizes it received before it
-// allocates the buffer (read as zero, the stages disagreed on their mode and their objects' sizes).
-// So a kernel whose cost counts at most kTimingOnlyRunKernelBytes read plus written runs too: it
-// touches at most a few pages, and no tensor whose time is modelled is that small. Its inputs may
-// still come from kernels that did not run (a mask's .all() over an uncomputed comparison), so what
-// it raises is dropped: a device-side assert or an out-of-range index on such values is not a
-// failure the GPU would have (torchtitan's check of its position ids). Every other kernel only takes
-// its time; a value it should have written reads as zero, or as what the block held before (small
-// blocks are reused); never as the GPU's value.
+// parameter count and shapes and broadcasts rank 0's bucket assignment; a pipeline schedule multiplies
+// the stages' votes; recv_object_list sums the sizes it received; torchtitan's varlen attention finds
+// each document's start in the position ids ((positions == 0).nonzero()) and checks that the sequence
+// lengths it derives are non-decreasing. Read as zeros or as garbage, these failed in ways no GPU run
+// would ("Rank 0 has 4 params, while rank 0 has inconsistent 0 params", "cumulative sequence lengths
+// must be non-decreasing"). All such data starts on the host and stays small, so timing-only execution
+// tracks which device bytes hold the values a GPU would hold (DeviceMemory::holds_values), and runs
+// exactly the work that computes them:
+//  - A copy from the host of at most kTimingOnlyMovedBytes (openreg/sim/timing_only.h) moves its data
+//    and its destination holds values; a larger one moves nothing and its destination holds none.
+//  - A kernel that says what it reads and writes (KernelAccess: the op engine's kernels, fills, copy
+//    kernels) runs when everything it reads holds values and it touches at most
+//    kTimingOnlyValuedKernelBytes, or, reading nothing (a fill, an arange), when it writes at most
+//    kTimingOnlyMovedBytes. What it writes then holds values, and what it raises is a failure as on a
+//    GPU (the values are the GPU's). Otherwise it only takes its time and what it writes holds none.
+//  - A device-to-device or device-to-host copy moves its data when its source holds values (and is at
+//    most kTimingOnlyValuedKernelBytes); otherwise its destination holds none, and a host destination
+//    reads zeros: what the host reads of a value never computed is zero, never a stale block's bytes.
+//  - Collectives that move their data (python/torch_openreg/_distributed/_group.py, small ones) make
+//    their outputs hold values; the others make them hold none.
+//  - A kernel that does not say what it reads (compiled kernels, graph replays) runs when its cost
+//    counts at most kTimingOnlyRunKernelBytes, and what it raises is dropped: its inputs may hold no
+//    values. What it writes keeps its state.
+// The state is decided on the host, in issue order, when the work is enqueued: the order a program
+// means its data to flow in (a race between streams is the program's, and reads garbage on a GPU too).
+// A freed allocation forgets its values; a block the caching allocator hands out again keeps its
+// previous owner's, as a GPU's memory does.
 
 // Note [Failure reporting]
 // Every failed work item is reported, never zero times, once per place the program looks:
@@ -309,9 +320,62 @@ void Stream::launch(const char* name, Task fn) {
 void Stream::launch(const char* name, Task fn, const KernelCost& cost) {
   if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
   WorkItem* item = fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn));
-  // Note [Control data in timing-only execution]: a kernel known to touch only a few bytes runs (an
-  // uncosted one, bytes 0, is not known to). Only timing-only execution reads the flag.
-  item->control = !s_->run_kernels && cost.bytes > 0 && cost.bytes <= static_cast<double>(kTimingOnlyRunKernelBytes);
+  // Note [Values in timing-only execution]: a kernel known to touch only a few bytes runs (an uncosted
+  // one, bytes 0, is not known to). Only timing-only execution reads the decision.
+  if (!s_->run_kernels && cost.bytes > 0 && cost.bytes <= static_cast<double>(kTimingOnlyRunKernelBytes)) {
+    item->timing_only = TimingOnly::kControl;
+  }
+  enqueue(item, &cost);
+}
+
+namespace {
+// The device memory holding `p`, or null for host memory.
+DeviceMemory* memory_of(Runtime& runtime, const void* p) {
+  const std::optional<int> d = runtime.device_of(p);
+  return d ? &runtime.device(*d).memory() : nullptr;
+}
+
+// Whether [p, p + bytes) holds values: host memory always does.
+bool holds_values(Runtime& runtime, const void* p, std::size_t bytes) {
+  DeviceMemory* memory = memory_of(runtime, p);
+  return memory == nullptr || memory->holds_values(p, bytes);
+}
+
+void set_holds_values(Runtime& runtime, const void* p, std::size_t bytes, bool holds) {
+  if (DeviceMemory* memory = memory_of(runtime, p)) memory->set_holds_values(p, bytes, holds);
+}
+
+// Note [Values in timing-only execution]: whether a kernel of `access` runs, noting what its writes
+// then hold.
+TimingOnly timing_only_kernel(Runtime& runtime, const KernelAccess& access) {
+  std::size_t touched = 0;
+  bool valued = true;
+  for (const ByteRange& r : access.reads) {
+    touched += r.bytes;
+    valued = valued && holds_values(runtime, r.data, r.bytes);
+  }
+  for (const ByteRange& w : access.writes) touched += w.bytes;
+  const std::size_t bound = access.reads.empty() ? kTimingOnlyMovedBytes : kTimingOnlyValuedKernelBytes;
+  const bool runs = valued && touched <= bound;
+  for (const ByteRange& w : access.writes) set_holds_values(runtime, w.data, w.bytes, runs);
+  return runs ? TimingOnly::kValues : TimingOnly::kSkip;
+}
+
+// Note [Values in timing-only execution]: whether a copy moves its data, noting what its destination
+// then holds.
+TimingOnly timing_only_copy(Runtime& runtime, const WorkItem& item) {
+  const bool moves = item.route == CopyRoute::kHostToDevice
+                         ? item.bytes <= kTimingOnlyMovedBytes
+                         : item.bytes <= kTimingOnlyValuedKernelBytes && holds_values(runtime, item.src, item.bytes);
+  if (!item.host_dst) set_holds_values(runtime, item.dst, item.bytes, moves);
+  return moves ? TimingOnly::kValues : TimingOnly::kSkip;
+}
+}  // namespace
+
+void Stream::launch(const char* name, Task fn, const KernelCost& cost, const KernelAccess& access) {
+  if (!fn) throw_error(Errc::kInvalidArgument, "launch of an empty task");
+  WorkItem* item = fill_task_item(acquire_item(), ItemKind::kKernel, name, "kernel", std::move(fn));
+  if (!s_->run_kernels) item->timing_only = timing_only_kernel(device().runtime(), access);
   enqueue(item, &cost);
 }
 
@@ -355,6 +419,7 @@ void Stream::copy(void* dst, const void* src, std::size_t bytes, const char* nam
     item->route = dst_on_device ? CopyRoute::kHostToDevice : CopyRoute::kDeviceToHost;
     item->pinned = runtime.is_pinned(dst_on_device ? src : dst);
   }
+  if (!s_->run_kernels) item->timing_only = timing_only_copy(runtime, *item);
   enqueue(item);
 }
 
@@ -482,10 +547,12 @@ void Stream::run_task(WorkItem* item) {
     // what the host lent the stream, and complete the program's own callbacks).
     if (s_->run_kernels || item->kind != ItemKind::kKernel) {
       item->fn();
-    } else if (item->control) {
-      // Note [Control data in timing-only execution]: a small kernel's inputs may come from kernels
-      // that never ran; what it would raise on such values (a device-side assert, an index out of
-      // range) a GPU, which computed them, would not, so it is dropped.
+    } else if (item->timing_only == TimingOnly::kValues) {
+      item->fn();  // Note [Values in timing-only execution]: on the GPU's values, so its failure is real
+    } else if (item->timing_only == TimingOnly::kControl) {
+      // Note [Values in timing-only execution]: a small kernel's inputs may come from kernels that never
+      // ran; what it would raise on such values (a device-side assert, an index out of range) a GPU,
+      // which computed them, would not, so it is dropped.
       try {
         item->fn();
       } catch (...) {

@@ -23,6 +23,14 @@ inline bool is_marker(ItemKind kind) noexcept {
   return kind == ItemKind::kEventRecord || kind == ItemKind::kEventWait;
 }
 
+//! What timing-only execution does with a kernel or a copy (Note [Values in timing-only execution] in
+//! stream.cpp); execution that runs everything ignores it.
+enum class TimingOnly : std::uint8_t {
+  kSkip,     //!< only timed: a kernel does not run; a copy moves nothing (a host destination reads zeros)
+  kValues,   //!< runs on values: a kernel runs and its failure is reported; a copy moves its data
+  kControl,  //!< a kernel that says nothing of what it reads, small enough to run: what it raises is dropped
+};
+
 struct WorkItem {
   ItemKind kind = ItemKind::kKernel;
   const char* name = "";
@@ -39,8 +47,7 @@ struct WorkItem {
   bool fuzzed = false;            // its schedule-fuzz delay was decided (Note [Schedule fuzzing])
   CopyRoute route = CopyRoute::kDeviceToDevice;  // kCopy: which link (Note [Cost model])
   bool pinned = false;            // kCopy: its host side is pinned memory
-  bool control = false;           // kKernel: runs in timing-only execution too (Note [Control data in
-                                  // timing-only execution] in stream.cpp)
+  TimingOnly timing_only = TimingOnly::kSkip;  // kKernel, kCopy: what timing-only execution does with it
   std::int64_t vstart = -1;       // virtual start and end (Note [Virtual time]); -1 without a profile
   std::int64_t vend = -1;
 
@@ -49,7 +56,7 @@ struct WorkItem {
     fn.reset();
     record.reset();
     fuzzed = false;
-    control = false;
+    timing_only = TimingOnly::kSkip;
   }
 };
 

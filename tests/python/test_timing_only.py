@@ -1,5 +1,5 @@
 """Timing-only execution (OPENREG_EXECUTE=timing) runs the programs people size jobs with: what they read
-back to steer themselves is real (Note [Control data in timing-only execution] in sim/src/stream.cpp),
+back to steer themselves is real (Note [Values in timing-only execution] in sim/src/stream.cpp),
 and device-side asserts do not fire on values that were never computed."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_assert_async_does_not_fire_on_values_timing_only_execution_never_comput
         """
         import json, warnings, torch
         warnings.simplefilter("ignore")
-        pos = torch.arange(2048, device="openreg")            # computed on a GPU, not here
+        pos = torch.arange(1 << 18, device="openreg")         # 2 MiB: computed on a GPU, not here
         torch._assert_async((pos[1:] > pos[:-1]).all())        # torchtitan's position-ids check
         torch._assert_async(torch.tensor(True, device="openreg"), "true is true")
         torch.openreg.synchronize()
@@ -63,6 +63,97 @@ def test_assert_async_does_not_fire_on_values_timing_only_execution_never_comput
     )
     check_ok(proc)
     assert "more than one value is ambiguous" in _last_json(proc)["numel"]
+
+
+def test_values_computed_from_the_host_data_are_the_gpus_whatever_their_size(run_python, check_ok):
+    """torchtitan's varlen attention: each document starts where the position ids are zero, and the
+    sequence lengths it derives must be non-decreasing. Kernels of 64 KiB on position ids from the host
+    used to be timed only, and the boundaries read back were garbage (Note [Values in timing-only
+    execution] in sim/src/stream.cpp)."""
+    proc = run_python(
+        """
+        import json, warnings, torch
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        lengths = torch.randint(1, 900, (40,))
+        host = torch.cat([torch.arange(int(n)) for n in lengths])[: 2 * 8192].view(2, 8192)
+        positions = host.to("openreg")                           # 128 KiB from the host: values
+        cu = []
+        for b in range(2):
+            starts = (positions[b] == 0).nonzero().flatten()     # 64 KiB compared, on the device
+            ends = torch.cat([starts[1:], torch.tensor([8192], device="openreg")])
+            seq = torch.cat([torch.zeros(1, dtype=torch.int64, device="openreg"), (ends - starts).cumsum(0)])
+            torch._assert_async((seq[1:] >= seq[:-1]).all(), "cumulative sequence lengths must be non-decreasing")
+            cu.append(seq.tolist())
+        expected = []
+        for b in range(2):
+            starts = (host[b] == 0).nonzero().flatten()
+            ends = torch.cat([starts[1:], torch.tensor([8192])])
+            expected.append(torch.cat([torch.zeros(1, dtype=torch.int64), (ends - starts).cumsum(0)]).tolist())
+        torch.openreg.synchronize()
+        print(json.dumps({"cu": cu, "expected": expected}))
+        """,
+        env=TIMING,
+    )
+    check_ok(proc)
+    out = _last_json(proc)
+    assert out["cu"] == out["expected"]
+    assert len(out["cu"][0]) > 2  # several documents per row
+
+
+def test_a_result_never_computed_reads_zeros_and_loops_on_it_end(run_python, check_ok):
+    """What a kernel that did not run wrote reads back as zeros, not as what its block held before;
+    a rejection loop over weights never computed (nn.init.trunc_normal_'s shape) ends at once."""
+    proc = run_python(
+        """
+        import json, warnings, torch
+        warnings.simplefilter("ignore")
+        x = torch.full((1024,), 5.0, device="openreg")             # a fill of 4 KiB: values
+        before = x[:2].tolist()
+        big = torch.ones((1 << 18) + 1).to("openreg")               # over 1 MiB from the host: none
+        x.add_(big[:1024])                                          # reads a value never computed
+        after = x[:2].tolist()
+        w = torch.empty(4096, 1024, device="openreg")               # a layer's weight (16 MiB)
+        torch.nn.init.trunc_normal_(w, std=0.02)
+        rounds = 0
+        while ((w < -0.04) | (w > 0.04)).any() and rounds < 100:   # resample what falls outside
+            w.normal_(0, 0.02)
+            rounds += 1
+        print(json.dumps({"before": before, "after": after, "rounds": rounds}))
+        """,
+        env=TIMING,
+    )
+    check_ok(proc)
+    out = _last_json(proc)
+    assert out["before"] == [5.0, 5.0]
+    assert out["after"] == [0.0, 0.0]
+    assert out["rounds"] == 0
+
+
+def test_a_kernel_on_values_fails_as_on_a_gpu(run_python, check_ok):
+    """An index out of range computed from the host's data is the program's error, on a GPU too: it
+    is reported, not dropped as a failure on values never computed is."""
+    proc = run_python(
+        """
+        import json, warnings, torch
+        warnings.simplefilter("ignore")
+        table = torch.zeros(3, 4, device="openreg")
+        idx = torch.tensor([1, 5], device="openreg")
+        err = ""
+        try:
+            table.index_select(0, idx)
+            torch.openreg.synchronize()
+        except RuntimeError as e:
+            err = str(e)
+        big = torch.ones((1 << 18) + 1, dtype=torch.int64).to("openreg")   # never computed
+        table.index_select(0, big[:2] + 7)                                  # timed only: no failure
+        torch.openreg.synchronize()
+        print(json.dumps({"err": err}))
+        """,
+        env=TIMING,
+    )
+    check_ok(proc)
+    assert "out of range" in _last_json(proc)["err"] or "out of bounds" in _last_json(proc)["err"]
 
 
 def test_assert_async_is_a_device_side_assert_in_compute_mode():
@@ -100,6 +191,32 @@ def _ddp_steps(rank, init_sync: bool, params_on_rank1: int):
             opt.step()
             opt.zero_grad()
     return {"wall": r.wall, "buckets": len(model.reducer._get_zeros_like_grad_buckets())}
+
+
+def _small_all_reduces(rank):
+    import torch.distributed as dist
+
+    dev = torch.device("openreg", rank % torch.openreg.device_count())
+    torch.openreg.set_device(dev)
+    counts = torch.tensor([rank + 1.0, 10.0], device=dev)  # from the host: values
+    dist.all_reduce(counts)
+    loss = torch.full((2,), 7.0, device=dev)  # its block holds 7s ...
+    big = torch.ones((1 << 18) + 1).to(dev)
+    loss.add_(big[:2])  # ... but the loss is now a value never computed
+    dist.all_reduce(loss)  # 8 bytes: the data moves, the 7s with it
+    return {"counts": counts.tolist(), "loss": loss.tolist()}
+
+
+def test_a_small_collective_gives_values_only_where_each_rank_gave_values(monkeypatch):
+    """A collective of at most 1 MiB moves its data; what it writes holds values when what this rank gave
+    did (Note [Values in timing-only execution]). A loss never computed, reduced, read back the stale
+    bytes of its block (torchtitan's first steps logged nan and stopped)."""
+    for key, value in TIMING.items():
+        monkeypatch.setenv(key, value)
+    results = spawn.run(_small_all_reduces, world=2, timeout_s=120)
+    for r in results:
+        assert r["counts"] == [3.0, 20.0]
+        assert r["loss"] == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("init_sync", [True, False], ids=["init_sync", "no_init_sync"])

@@ -164,7 +164,7 @@ def pp(dev, world: int, stages: int) -> dict:
     micro = torch.zeros(4, DIM, device=dev)
     activation = micro.clone().requires_grad_()  # a later stage's input, whose gradient goes back
     # The shapes are given: the stages' shape inference reads sizes computed by kernels, which timing-only
-    # execution does not run (Note [Control data in timing-only execution] in sim/src/stream.cpp)
+    # execution does not run (Note [Values in timing-only execution] in sim/src/stream.cpp)
     stage = PipelineStage(module, stage_index, stages, dev, input_args=(micro if stage_index == 0 else activation,),
                           output_args=(activation,),
                           group=mesh.get_group("pp"))

@@ -5,6 +5,7 @@
 #include "backend/ops/engine/KernelCost.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/ExecutionPaths.h"
+#include "backend/ops/engine/KernelRanges.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/ops/engine/Outputs.h"
 #include "backend/ops/engine/ShapePass.h"
@@ -432,9 +433,20 @@ bool run_async(const c10::OperatorHandle& op, const OpPlan& plan, Stack* stack, 
     OpWorkItem item = make_work_item(plan, args, seen, returns.fresh,
                                      take_seed(plan, args, device, capturing ? &source : nullptr));
     static_assert(kTravelsInline<OpWorkItem>, "the work item should travel inline");
+    KernelRanges ranges;  // timing-only execution's values (Note [Values in timing-only execution])
+    if (ranges.on()) {
+      for (size_t i = 0; i < n; ++i) {
+        const ArgPlan& a = plan.args[i];
+        for_each_tensor(args[i], a.kind, [&](const at::Tensor& t, TensorPosition) {
+          if (a.read) ranges.read(t);
+          if (a.written) ranges.write(t);
+        });
+      }
+      for (const at::Tensor& t : returns.fresh) ranges.write(t);
+    }
     launch_kernel(c10::openreg::current_openreg_stream(device), plan.name, std::move(item),
                   [&] { return op_kernel_cost(op, args, returns.fresh); },
-                  source.generator ? &source : nullptr);
+                  source.generator ? &source : nullptr, ranges.access());
   }
 
   // The returns replace the arguments on the stack.

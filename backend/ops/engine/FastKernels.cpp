@@ -22,6 +22,7 @@
 #include "backend/ops/engine/KernelCost.h"
 #include <ATen/Context.h>
 #include "backend/ops/engine/Arguments.h"
+#include "backend/ops/engine/KernelRanges.h"
 #include "backend/ops/engine/Launch.h"
 #include "backend/ops/engine/OpEngine.h"
 #include "backend/sanitizer/Sanitizer.h"
@@ -41,6 +42,7 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
@@ -279,10 +281,17 @@ const char* in_place_name(FastOp op) {
   return cost;
 }
 
+//! Enqueues a fast kernel on `on`'s device; `reads` and `writes` are the tensors whose values it reads
+//! and the ones it writes (timing-only execution's values: ops/engine/KernelRanges.h).
 template <typename Kernel>
-void launch(FastOp op, const at::Tensor& on, Kernel kernel) {
+void launch(FastOp op, const at::Tensor& on, Kernel kernel, std::initializer_list<const at::Tensor*> reads,
+            std::initializer_list<const at::Tensor*> writes) {
   auto cost = [&kernel] { return fast_cost(kernel); };
-  launch_kernel(c10::openreg::current_openreg_stream(on.device().index()), item_name(op), std::move(kernel), cost);
+  KernelRanges ranges;
+  for (const at::Tensor* t : reads) ranges.read(*t);
+  for (const at::Tensor* t : writes) ranges.write(*t);
+  launch_kernel(c10::openreg::current_openreg_stream(on.device().index()), item_name(op), std::move(kernel), cost,
+                nullptr, ranges.access());
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -352,7 +361,7 @@ at::Tensor binary_impl(const char* name, const char* overload, const at::Tensor&
     at::Tensor out = fresh_output(self, self.sizes(), self.scalar_type());
     item->out = data_of(out);
     ::openreg::sanitizer::on_kernel(item_name(kOp), {&self, &other}, {&out});
-    launch(kOp, self, *item);
+    launch(kOp, self, *item, {&self, &other}, {&out});
     return out;
   }
   const auto& op = general_op<kOp, false>(name, overload);
@@ -365,7 +374,7 @@ at::Tensor& binary_impl_(const char* name, const char* overload, at::Tensor& sel
   if (auto item = binary_item(kOp, self, other, alpha, /*in_place=*/true)) {
     item->out = const_cast<void*>(item->self);
     ::openreg::sanitizer::on_kernel(in_place_name(kOp), {&other}, {&self});
-    launch(kOp, self, *item);
+    launch(kOp, self, *item, {&self, &other}, {&self});
     return self;
   }
   const auto& op = general_op<kOp, true>(name, overload);
@@ -379,7 +388,8 @@ at::Tensor unary_impl(const char* name, const char* overload, const at::Tensor& 
     ::openreg::sanitizer::on_kernel(item_name(kOp), {&self}, {&out});
     launch(kOp, self,
            ElementwiseKernel{data_of(out), data_of(self), nullptr, self.numel(), 0.0, 1.0, kOp, self.scalar_type(),
-                             false});
+                             false},
+           {&self}, {&out});
     return out;
   }
   return general(general_op<kOp, false>(name, overload), self);
@@ -398,7 +408,8 @@ at::Tensor mm_impl(const char* name, const char* overload, const at::Tensor& sel
     launch(kOp, self,
            MatmulKernel{data_of(out), data_of(self), data_of(mat2), nullptr, static_cast<std::int32_t>(self.size(0)),
                         static_cast<std::int32_t>(self.size(1)), static_cast<std::int32_t>(mat2.size(1)), 1.0f, 1.0f,
-                        self.scalar_type(), false, false});
+                        self.scalar_type(), false, false},
+           {&self, &mat2}, {&out});
     return out;
   }
   return general(general_op<kOp, false>(name, overload), self, mat2);
@@ -436,7 +447,8 @@ at::Tensor addmm_impl(const char* name, const char* overload, const at::Tensor& 
       launch(kOp, mat1,
              MatmulKernel{data_of(out), data_of(mat1), data_of(mat2), data_of(self), static_cast<std::int32_t>(n),
                           static_cast<std::int32_t>(mat1.size(1)), static_cast<std::int32_t>(m), *alpha_value,
-                          *beta_value, dtype, !mat2.is_contiguous(), row});
+                          *beta_value, dtype, !mat2.is_contiguous(), row},
+             {&self, &mat1, &mat2}, {&out});
       return out;
     }
   }

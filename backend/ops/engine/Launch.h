@@ -32,6 +32,7 @@
 #include <openreg/sim/runtime.h>
 #include <openreg/sim/stream.h>
 #include <openreg/sim/task.h>
+#include <openreg/sim/timing_only.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -143,9 +144,13 @@ void capture_kernel(const c10::openreg::OpenRegStream& stream, const char* name,
 //! is set (virtual time, Note [Virtual time] in sim/src/virtual_clock.cpp); without `cost` a kernel
 //! takes the profile's minimum time. On a capturing stream the kernel is recorded into the graph
 //! instead; `seed` says where a random kernel's seed came from, so that replays draw new numbers.
+//! `access` (KernelRanges, ops/engine/KernelRanges.h) says what the kernel reads and writes, for
+//! timing-only execution (Note [Values in timing-only execution] in sim/src/stream.cpp); null outside
+//! it, or where the caller cannot say.
 template <typename Kernel, typename CostFn = std::nullptr_t>
 void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, Kernel&& kernel,
-                   CostFn&& cost = nullptr, const c10::openreg::capture::SeedSource* seed = nullptr) {
+                   CostFn&& cost = nullptr, const c10::openreg::capture::SeedSource* seed = nullptr,
+                   const ::openreg::sim::KernelAccess* access = nullptr) {
   using K = std::decay_t<Kernel>;  // inline only when nothrow-movable, else boxed (sim::Task)
   auto& sim = stream.sim();
   const auto threads = static_cast<std::int32_t>(team_at_issue(
@@ -157,7 +162,11 @@ void launch_kernel(const c10::openreg::OpenRegStream& stream, const char* name, 
   c10::openreg::translate_sim_errors([&] {
     if constexpr (!std::is_same_v<std::decay_t<CostFn>, std::nullptr_t>) {
       if (virtual_time_on()) {
-        sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads}, cost());
+        if (access != nullptr) {
+          sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads}, cost(), *access);
+        } else {
+          sim.launch(name, LaunchedKernel<K>{std::forward<Kernel>(kernel), threads}, cost());
+        }
         return;
       }
     }

@@ -7,6 +7,8 @@
 
 #include <openreg/sim/stream.h>
 
+#include <algorithm>
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -144,6 +146,15 @@ bool meta_kernel_in_python(const c10::OperatorHandle& op) {
   return origin.size() > 4 && origin.find(".py:") != std::string::npos;
 }
 
+//! Whether the in-place op `name` (a schema name, "aten::zero_") writes every element of self without
+//! reading it: a fill, or a fill with random numbers.
+bool overwrites_self(std::string_view name) {
+  static const std::array<std::string_view, 11> kOverwrite = {
+      "aten::fill_",    "aten::zero_",   "aten::copy_",        "aten::normal_",     "aten::uniform_", "aten::bernoulli_",
+      "aten::random_", "aten::exponential_", "aten::geometric_", "aten::log_normal_", "aten::cauchy_"};
+  return std::find(kOverwrite.begin(), kOverwrite.end(), name) != kOverwrite.end();
+}
+
 std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   auto plan = std::make_unique<OpPlan>();
   plan->op = op;
@@ -160,6 +171,10 @@ std::unique_ptr<OpPlan> build_plan(const c10::OperatorHandle& op) {
   plan->inplace = !base.empty() && base.back() == '_' && !schema.arguments().empty() &&
                   schema.arguments()[0].name() == "self" && !schema.arguments()[0].kwarg_only() &&
                   !plan->args.empty() && plan->args[0].written && plan->args[0].kind == ArgKind::kTensor;
+  for (size_t i = 0; i < plan->args.size(); ++i) {
+    ArgPlan& a = plan->args[i];
+    a.read = !a.written || !(schema.arguments()[i].is_out() || (i == 0 && plan->inplace && overwrites_self(base)));
+  }
   for (const auto& r : schema.returns()) {
     plan->returns.push_back(classify_return(schema, r));
     if (plan->returns.back().kind == ReturnKind::kNonTensor) plan->sync_only = plan->host_waits = true;

@@ -28,6 +28,9 @@ enum class ArgKind : std::uint8_t {
 struct ArgPlan {
   ArgKind kind = ArgKind::kOther;
   bool written = false;   //!< alias annotation with '!': in-place self or out=
+  //! The kernel reads its values: every argument but an out= one and the self of an in-place op that
+  //! only overwrites it (fill_, zero_, the random fills). For timing-only execution's values.
+  bool read = true;
   bool optional = false;  //!< the type accepts None
   bool scalar_type = false;  //!< ScalarType or ScalarType? (arrives as an int): coverage checks it
   bool layout = false;       //!< Layout or Layout? (arrives as an int): coverage checks it

@@ -5,6 +5,7 @@
 #include "backend/runtime/SyncDebug.h"
 #include "backend/ops/engine/Arguments.h"
 #include "backend/ops/engine/ExecutionPaths.h"
+#include "backend/ops/engine/KernelRanges.h"
 #include "backend/ops/engine/Outputs.h"
 #include "backend/sanitizer/Sanitizer.h"
 
@@ -127,6 +128,26 @@ void run_sync(const c10::OperatorHandle& op, const OpPlan& plan, torch::jit::Sta
       outputs.push_back(args[r.arg]);
     } else {
       outputs.push_back(to_device_value(cpu_stack[j], cpu, args, device));
+    }
+  }
+  if (timing_only_on()) {
+    // Note [Values in timing-only execution]: the host computed the results from what the arguments
+    // hold; they hold values when everything the op read did.
+    bool valued = true;
+    for (size_t i = 0; i < n; ++i) {
+      if (!plan.args[i].read) continue;
+      for_each_tensor(args[i], plan.args[i].kind,
+                      [&](const at::Tensor& t, TensorPosition) { valued = valued && holds_values(t); });
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!plan.args[i].written) continue;
+      for_each_tensor(args[i], plan.args[i].kind, [&](const at::Tensor& t, TensorPosition) { set_holds_values(t, valued); });
+    }
+    for (const c10::IValue& o : outputs) {
+      if (o.isTensor()) set_holds_values(o.toTensor(), valued);
+      if (o.isTensorList()) {
+        for (const at::Tensor& t : o.toTensorList()) set_holds_values(t, valued);
+      }
     }
   }
   torch::jit::drop(*stack, n);

@@ -268,11 +268,23 @@ class ProcessGroupOpenReg(dist.ProcessGroup):
             done._finish(None)
             return _HostWork(done, outputs)
         in_flight = conv.keep  # the openreg tensors the collective reads or writes
-        if virtual and _clock.timing_only() and not _moves_in_timing_only(calls):
-            # Timing-only execution: no data moves, so the collective uses none of their memory, and
-            # the allocator may reuse a block the program frees at once, without waiting for the
-            # communication thread to reach the job's end (which is real time, not the program's).
-            launches, post_views, in_flight = [], [], []
+        if virtual and _clock.timing_only():
+            moves = _moves_in_timing_only(calls)
+            if calls[0][0] != "send":
+                # What it writes holds values when its data moves and what this rank gives holds values
+                # (Note [Values in timing-only execution] in sim/src/stream.cpp): decided here, in issue
+                # order, as the streams' work is. A small loss reduced from values never computed would
+                # otherwise move a block's stale bytes and read back as them.
+                from torch_openreg import _C  # imported here: registration must not load the extension
+
+                given = [t for t in _given(calls, self.rank()) if t.device.type == BACKEND_NAME]
+                _C._set_holds_values([t for t in outputs if t.device.type == BACKEND_NAME],
+                                     moves and _C._holds_values(given))
+            if not moves:
+                # Timing-only execution: no data moves, so the collective uses none of their memory, and
+                # the allocator may reuse a block the program frees at once, without waiting for the
+                # communication thread to reach the job's end (which is real time, not the program's).
+                launches, post_views, in_flight = [], [], []
         stream = _stream_args(_om().current_stream(conv.device)) if conv.device is not None else None
         job = _Job(op, conv.device, launches, post if post_views else None, stream, group=self._describe())
         # Held by the allocator until the collective ends, not by the job: their bytes leave the
@@ -301,6 +313,22 @@ _SAME_SIZE_ON_EVERY_RANK = frozenset(
     {"allreduce", "allreduce_coalesced", "broadcast", "reduce", "allgather", "_allgather_base",
      "allgather_coalesced", "reduce_scatter", "_reduce_scatter_base", "send", "recv"}
 )
+
+
+def _given(calls, rank: int) -> list[torch.Tensor]:
+    """The tensors whose values this rank gives to the collective ``calls`` (gloo names and arguments):
+    an all_reduce's buffer, an all_gather's or reduce_scatter's input, a broadcast's buffer on its
+    root; nothing for a receive."""
+    given: list[torch.Tensor] = []
+    for name, args, _ in calls:
+        if name in ("allreduce", "allreduce_coalesced", "reduce"):
+            given.extend(_flatten(args[0]))
+        elif name == "broadcast" and int(args[-1].rootRank) == rank:
+            given.extend(_flatten(args[0]))
+        elif name in ("allgather", "_allgather_base", "allgather_coalesced", "reduce_scatter",
+                      "_reduce_scatter_base"):
+            given.extend(_flatten(args[1]))
+    return given
 
 
 def _moves_in_timing_only(calls) -> bool:

@@ -23,7 +23,7 @@ role (``python -m torch_openreg.symmetric``), each standing in for all ranks of 
   arithmetic as the group of N processes (Note [Collectives on the virtual clock] in _clock.py), so
   a symmetric job gives the same per-rank timeline to the nanosecond.
 - **Data**: none moves (timing-only execution is required), except control data, which moves in
-  timing-only execution too (Note [Control data in timing-only execution] in sim/src/stream.cpp): it
+  timing-only execution too (Note [Values in timing-only execution] in sim/src/stream.cpp): it
   is composed as if every rank had given its stand-in's value (an all_reduce's sum is the sum over
   roles of a stand-in's value times its role's rank count; an all_gather repeats each role's value
   for each of its ranks), exchanged between stand-ins where the group holds several roles.

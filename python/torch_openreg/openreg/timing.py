@@ -85,9 +85,8 @@ def _read_profile() -> None:
     if _C._timing_only() and _job_rank() in (None, 0):
         warnings.warn(
             "OPENREG_EXECUTE=timing: openreg devices only time their kernels and copies on the modelled GPU "
-            "and do not run them; values kernels would compute read back as zeros or stale data, and only "
-            "small data moved unchanged from the host (copies and collectives of at most 1 MiB) and what "
-            "kernels of at most 4 KiB compute from it are real "
+            "and do not run them; the values they would compute read back as zeros. Only small data from "
+            "the host (copies and collectives of at most 1 MiB) and what kernels compute from it are real "
             "(times, memory peaks and out-of-memory errors are the model's)",
             stacklevel=2,
         )

@@ -37,6 +37,12 @@ class OPENREG_SIM_API DeviceMemory {
   DeviceMemory& operator=(const DeviceMemory&) = delete;
   //! The [begin, end) of the live allocation containing `ptr`, or false. For Runtime::device_of and copies.
   bool find(const void* ptr, std::uintptr_t* begin, std::uintptr_t* end) const;
+  //! Whether every byte of [ptr, ptr + bytes) holds the value a GPU would hold (Note [Values in
+  //! timing-only execution] in stream.cpp). Always true on a backed device, where everything runs.
+  bool holds_values(const void* ptr, std::size_t bytes) const;
+  //! Notes that [ptr, ptr + bytes) now holds values (`holds`), or holds none. A no-op on a backed
+  //! device. Freeing an allocation forgets its values.
+  void set_holds_values(const void* ptr, std::size_t bytes, bool holds);
 
  private:
   struct State;

@@ -15,6 +15,7 @@
 
 #include "openreg/sim/export.h"
 #include "openreg/sim/task.h"
+#include "openreg/sim/timing_only.h"
 
 namespace openreg::sim {
 
@@ -81,6 +82,10 @@ class OPENREG_SIM_API Stream : public std::enable_shared_from_this<Stream> {
   //! The same, with what the kernel does: with a device profile its virtual duration and share of the
   //! device come from `cost` (Note [Cost model]); without one the cost is ignored.
   void launch(const char* name, Task fn, const KernelCost& cost);
+  //! The same, with what the kernel reads and writes: in timing-only execution it runs when what it
+  //! reads holds values (Note [Values in timing-only execution] in stream.cpp). The ranges are read
+  //! during the call only.
+  void launch(const char* name, Task fn, const KernelCost& cost, const KernelAccess& access);
 
   //! Enqueues a copy of `bytes` bytes; runs on a copy engine of this stream's device, ordered with the
   //! rest of the stream. The direction (host/device/peer) is derived from the pointers. With a copy
