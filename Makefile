@@ -118,13 +118,13 @@ lint-cpp: deps $(BUILD_DIR)/build.ninja
 	  { echo "lint-cpp: clang-tidy found problems"; exit 1; }
 
 # The main job: autoload, data-parallel training over two devices vs the CPU, the stream-overlap
-# benchmark and device timelines (bench/python/demo.py), DDP over two processes beside one process
-# (bench/python/demo_ddp.py), then what one FSDP2 step of a 1.4 B GPT would take on 8 modelled H100s
-# (bench/python/demo_sizing.py: 8 ranks in timing-only execution).
+# benchmark and device timelines (bench/demos/demo.py), DDP over two processes beside one process
+# (bench/demos/demo_ddp.py), then what one FSDP2 step of a 1.4 B GPT would take on 8 modelled H100s
+# (bench/demos/demo_sizing.py: 8 ranks in timing-only execution).
 demo: build
-	$(PYTHON) bench/python/demo.py
-	$(PYTHON) bench/python/demo_ddp.py
-	$(PYTHON) bench/python/demo_sizing.py
+	$(PYTHON) -m bench.demos.demo
+	$(PYTHON) -m bench.demos.demo_ddp
+	$(PYTHON) -m bench.demos.demo_sizing
 
 # The sim layer alone: two streams overlapping and a bandwidth-limited copy, timed with events.
 sim-demo: build
@@ -137,29 +137,29 @@ bench: deps-ecosystem
 	  echo "== $$b"; \
 	  $$b --benchmark_out=$(RESULTS_DIR)/$$(basename $$b).json --benchmark_out_format=json || exit 1; \
 	done
-	$(PYTHON) bench/python/overlap_bench.py --out $(RESULTS_DIR)/overlap_bench.json
-	$(PYTHON) bench/python/ops_bench.py --out $(RESULTS_DIR)/ops_bench.json
-	$(PYTHON) bench/python/trace_overhead_bench.py --out $(RESULTS_DIR)/trace_overhead.json
-	$(PYTHON) bench/python/default_config_bench.py --out $(RESULTS_DIR)/default_config_bench.json
-	$(PYTHON) bench/python/memory_bench.py --out $(RESULTS_DIR)/memory_bench.json
-	$(PYTHON) bench/python/host_path_callgrind.py --out $(RESULTS_DIR)/host_path_callgrind.json
-	$(PYTHON) bench/python/compile_bench.py --json $(RESULTS_DIR)/compile_bench.json
-	$(PYTHON) bench/python/compile_time_bench.py --out $(RESULTS_DIR)/compile_time_bench.json
-	$(PYTHON) bench/python/allreduce_bench.py --json $(RESULTS_DIR)/allreduce_bench.json
-	$(PYTHON) bench/python/interrupt_bench.py --out $(RESULTS_DIR)/interrupt_bench.json
-	$(PYTHON) bench/python/graph_bench.py --out $(RESULTS_DIR)/graph_bench.json
-	$(ECO_VENV)/bin/python bench/python/model_speed_bench.py --out $(RESULTS_DIR)/model_speed_bench.json
-	$(PYTHON) bench/python/calibration_bench.py --steps 1 --out $(RESULTS_DIR)
-	$(PYTHON) bench/python/symmetric_bench.py --out $(RESULTS_DIR)
+	$(PYTHON) -m bench.benchmarks.overlap_bench --out $(RESULTS_DIR)/overlap_bench.json
+	$(PYTHON) -m bench.benchmarks.ops_bench --out $(RESULTS_DIR)/ops_bench.json
+	$(PYTHON) -m bench.benchmarks.trace_overhead_bench --out $(RESULTS_DIR)/trace_overhead.json
+	$(PYTHON) -m bench.benchmarks.default_config_bench --out $(RESULTS_DIR)/default_config_bench.json
+	$(PYTHON) -m bench.benchmarks.memory_bench --out $(RESULTS_DIR)/memory_bench.json
+	$(PYTHON) -m bench.benchmarks.host_path_callgrind --out $(RESULTS_DIR)/host_path_callgrind.json
+	$(PYTHON) -m bench.benchmarks.compile_bench --json $(RESULTS_DIR)/compile_bench.json
+	$(PYTHON) -m bench.benchmarks.compile_time_bench --out $(RESULTS_DIR)/compile_time_bench.json
+	$(PYTHON) -m bench.benchmarks.allreduce_bench --json $(RESULTS_DIR)/allreduce_bench.json
+	$(PYTHON) -m bench.benchmarks.interrupt_bench --out $(RESULTS_DIR)/interrupt_bench.json
+	$(PYTHON) -m bench.benchmarks.graph_bench --out $(RESULTS_DIR)/graph_bench.json
+	$(ECO_VENV)/bin/python -m bench.benchmarks.model_speed_bench --out $(RESULTS_DIR)/model_speed_bench.json
+	$(PYTHON) -m bench.sweeps.calibration_bench --steps 1 --out $(RESULTS_DIR)
+	$(PYTHON) -m bench.sweeps.symmetric_bench --out $(RESULTS_DIR)
 
 # The OpInfo sweep at PyTorch's test depth (every op, dtype and variant against the CPU; make test runs a
 # subset): prints a table and writes the report with every failure.
 opinfo-sweep: build
-	$(PYTHON) bench/python/opinfo_sweep.py --report $(RESULTS_DIR)/opinfo_sweep.json
+	$(PYTHON) -m bench.sweeps.opinfo_sweep --report $(RESULTS_DIR)/opinfo_sweep.json
 
 # The long concurrency stress run and the exit test 40 times per program (make test runs short ones).
 stress: build
-	$(PYTHON) bench/python/stress.py --threads 4 --seconds 120
+	$(PYTHON) -m bench.sweeps.stress --threads 4 --seconds 120
 	CLEAN_EXIT_RUNS=40 $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_clean_exit.py
 
 # The sim's stress test STRESS_RUNS times beside a CPU hog per core; a run that passes 120 s is a hang:

@@ -4,7 +4,7 @@
 // tensor and copies, its result, with the CPU allocator. glibc serves a compute thread from an arena of
 // its own and, at each free that leaves more than its trim threshold unused at the arena's end, hands
 // those pages back to the kernel (madvise): the next kernel's writes fault them in again, zeroed. A
-// ResNet-style training step (bench/python/default_config_bench.py's conv step) took ~2,200-4,200 page
+// ResNet-style training step (bench/benchmarks/default_config_bench.py's conv step) took ~2,200-4,200 page
 // faults per step on openreg against ~650-1,450 on CPU eager (3,520 per convolution backward against
 // 992), and 8-15 ms of system time per step against 2-5.
 //

@@ -50,7 +50,7 @@ host_op_us = 4.0                # assumption: PyTorch eager's own work per op be
 min_kernel_us = 2.0             # back-to-back kernel gap on the device, ~1-2 us (gpu-anchors.md); high end
 event_record_us = 2.3           # simllm PR 109: event record between kernels ~2.3 us of device time (measured on A100)
 # Collectives (Note [Collective cost model] in sim/src/cost_model.cpp). "fit" marks a figure chosen so
-# that the model meets a published curve (bench/python/collective_bench.py prints the comparison).
+# that the model meets a published curve (bench/sweeps/collective_bench.py prints the comparison).
 ranks_per_node = 8              # NVIDIA HGX H100: 8 GPUs per node
 ring_bus_gbps = 370             # nccl-tests issues 212 and 309: 8xH100 all_reduce with NVLS off, ~370 GB/s bus bandwidth
 ll_bus_gbps = 141               # NCCL's tuning model, LL protocol's maximum on Hopper within a node (torch/_inductor/comm_analysis.py)

@@ -83,7 +83,7 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // few iterations (it does once its threads outnumber the cores): the team's threads slept at each
 // barrier and the kernels paid a futex wake per parallel region; and the worker that left its lane
 // released its team, which the next kernel re-created (a thread per slice). A conv training step
-// (bench/python/default_config_bench.py's) did ~95 voluntary context switches per step before, ~2
+// (bench/benchmarks/default_config_bench.py's) did ~95 voluntary context switches per step before, ~2
 // after. The enqueue from inside the lane's arena wakes no other worker: the arena's one slot is
 // taken by the caller, which picks the task up when its current one returns. This differs from
 // sending every wake-up back to the last lane (measured worse above): a stream woken by its host, or

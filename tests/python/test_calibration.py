@@ -1,4 +1,4 @@
-"""The calibration set (bench/python/calibration_bench.py, issue 39): published training and inference
+"""The calibration set (bench/sweeps/calibration_bench.py, issue 39): published training and inference
 jobs rebuilt as programs and run in timing-only execution. Two rows run at their published size and must
 stay in their band (throughput within 10% of the published figure, peak memory within 5% where the
 source gives it): a change to the timing model or a profile that moves them out fails here. The others

@@ -145,7 +145,7 @@ print("reserved", stats["reserved_bytes.all.peak"])
 
 @pytest.mark.parametrize("capacity", ["256M", "1G"])
 def test_loops_fit_a_small_device(run_python, check_ok, capacity):
-    # The figure is 20k iterations (bench/python/memory_bench.py runs it). 500 are 8x what the old
+    # The figure is 20k iterations (bench/benchmarks/memory_bench.py runs it). 500 are 8x what the old
     # allocator survived at 256 MiB (64) and reach the steady state (the pools stop growing after the first
     # few). 2000 (and 300 matmuls) took 55 s on two cores with the suite's load beside it and over the
     # 120 s guard in a run with three times that load: the guard is for hangs, so the work must leave it

@@ -120,7 +120,7 @@ instantiate_device_type_tests(TestOpInfo, globals(), only_for=(DEV,))
 # --- depth: every dtype, every variant and its rules (tests/support/opinfo_depth.py) ----------------
 #
 # A few ops of different families at full depth, every dtype each supports on the CPU; the whole database
-# at this depth is `make opinfo-sweep` (bench/python/opinfo_sweep.py). Chosen so that every category is
+# at this depth is `make opinfo-sweep` (bench/sweeps/opinfo_sweep.py). Chosen so that every category is
 # exercised: all have in-place and out= variants except where named, and error_inputs.
 DEPTH_SUBSET = [
     "add",  # binary, type promotion, in-place broadcast rules, error_inputs

@@ -437,9 +437,9 @@ def test_project_workloads_run_clean_under_the_checker():
 
 def test_stress_tool_runs_clean_under_the_checker():
     env = dict(os.environ, OPENREG_SANITIZER="report")
-    cmd = [sys.executable, os.path.join(ROOT, "bench", "python", "stress.py"), "--threads", "2", "--ops", "250",
+    cmd = [sys.executable, "-m", "bench.sweeps.stress", "--threads", "2", "--ops", "250",
            "--seconds", "60", "--seed", "5"]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "stress: PASS" in r.stdout and "stream race" not in r.stderr, r.stdout + r.stderr
 

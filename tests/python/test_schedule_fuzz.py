@@ -78,10 +78,10 @@ def test_bad_seed_names_the_variable():
 
 
 def test_stress_tool_sweeps_seeds_under_the_checker():
-    cmd = [sys.executable, os.path.join(ROOT, "bench", "python", "stress.py"), "--threads", "2", "--ops", "120",
+    cmd = [sys.executable, "-m", "bench.sweeps.stress", "--threads", "2", "--ops", "120",
            "--seconds", "60", "--seed", "9", "--sanitizer", "--fuzz-seed", "11", "--seeds", "2"]
     env = {k: v for k, v in os.environ.items() if k not in ("OPENREG_SANITIZER", "OPENREG_SCHEDULE_FUZZ")}
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "stress: 2 of 2 seeds passed" in r.stdout, r.stdout
     assert "stream race" not in r.stderr, r.stderr

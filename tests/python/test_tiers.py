@@ -41,6 +41,20 @@ def test_check_keeps_the_sim_support_helpers_out_of_the_library_and_bench_out_of
     assert "tests/cpp/sim/x_test.cpp: includes" in problems[2]
 
 
+def test_check_keeps_sys_path_edits_out_of_tests_and_bench(tmp_path, monkeypatch):
+    from support import check_tiers
+    edit = "sys" + ".path.insert(0, HERE)\n"  # not spelled out: the check would find it in this file
+    for name in ("tests/python/test_x.py", "bench/sweeps/x_sweep.py", "bench/common/ok.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(edit if "ok" not in name else "import sys\n")
+    monkeypatch.setattr(check_tiers, "ROOT", tmp_path)
+    problems = []
+    check_tiers.check_test_imports(problems)
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("tests/python/test_x.py:1: edits sys.path")
+    assert problems[1].startswith("bench/sweeps/x_sweep.py:1: edits sys.path; run it as a module")
+
+
 def test_check_enforces_the_backend_layers(tmp_path, monkeypatch):
     # An upward include, a sim include outside the layers that own a sim concept, and a file in no layer
     # are each refused; a downward include and a sim include in runtime/ pass.

@@ -54,7 +54,7 @@ def test_nested_trace_is_an_error(tmp_path):
 def test_timeline_png(tmp_path):
     # The renderer is a bench tool (the code under test here, not a shared helper): loaded from its file
     # so that the tests put nothing of bench/ on the import path.
-    source = Path(__file__).resolve().parents[2] / "bench" / "python" / "timeline_png.py"
+    source = Path(__file__).resolve().parents[2] / "bench" / "common" / "timeline_png.py"
     spec = importlib.util.spec_from_file_location("timeline_png", source)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

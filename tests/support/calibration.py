@@ -1,7 +1,7 @@
 """Calibration on whole workloads (issue 39, first part): published training and inference jobs, each
 rebuilt as a plain PyTorch program and run on openreg in timing-only execution, compared with the
 published throughput, MFU and peak memory. The programs and their rows live here;
-bench/python/calibration_bench.py runs them and prints the table, tests/python/test_calibration.py runs
+bench/sweeps/calibration_bench.py runs them and prints the table, tests/python/test_calibration.py runs
 them scaled down. No profile is fitted to these rows: the table says where the timing model stands, so
 that a later change to a profile (a physical property with a source) can be judged against it.
 

@@ -11,7 +11,8 @@ Tiers, bottom to top: sim/ (no torch) <- backend/ (libtorch glue) <- python/csrc
   <openreg/sim/...>. Every backend file lives in a layer (backend/Export.h, the library's export
   macro, is below them all). No file is exempt by name.
 * python/csrc reaches the sim only through the backend.
-* tests/python put nothing on sys.path by hand (shared helpers live in tests/support).
+* tests/python put nothing on sys.path by hand (shared helpers live in tests/support), and neither does
+  bench/ (its scripts run as modules from the checkout: `python -m bench.benchmarks.ops_bench`).
 * Every repository path a comment names (sim/..., backend/..., tests/..., `*` allowed) exists.
 
 Prints each problem and exits 1 if there is any.
@@ -118,11 +119,19 @@ def check_cpp_tests(problems: list[str]) -> None:
                 problems.append(f"{rel(path)}: includes {inc}; shared helpers live in sim/support or tests/")
 
 
+SYS_PATH_EDIT = re.compile(r"sys\.path\.(insert|append)|sys\.path\s*\+?=")
+
+
 def check_test_imports(problems: list[str]) -> None:
     for path in sources("tests/python", {".py"}):
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            if re.search(r"sys\.path\.(insert|append)|sys\.path\s*\+?=", line):
+            if SYS_PATH_EDIT.search(line):
                 problems.append(f"{rel(path)}:{n}: edits sys.path; put shared helpers in tests/support")
+    for path in sources("bench", {".py"}):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if SYS_PATH_EDIT.search(line):
+                problems.append(f"{rel(path)}:{n}: edits sys.path; run it as a module from the checkout "
+                                "(python -m bench.<folder>.<name>) and import bench.common / tests.support")
 
 
 # A repository path in a comment: starts at a top-level folder, ends in a file name (or a `*` pattern).

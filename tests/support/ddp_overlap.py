@@ -1,7 +1,7 @@
 """DDP's gradient all-reduce overlapping backward, read from the device timeline (torch.openreg.trace).
 
 Shared by tests/python/test_distributed_groups.py (which asserts the overlap) and the DDP benchmark and
-demo (bench/python/ddp_bench.py, bench/python/demo_ddp.py, which print it). Only the order of the
+demo (bench/benchmarks/ddp_bench.py, bench/demos/demo_ddp.py, which print it). Only the order of the
 recorded spans is used, never their lengths: a span of the communication lane overlaps a backward
 kernel when each starts before the other ends.
 """

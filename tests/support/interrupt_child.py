@@ -1,6 +1,6 @@
 """A child program that queues about 3 s of matmuls on openreg:0 and then waits for them on the host in a
 given way, and the steps that interrupt it: what tests/python/test_interrupt.py checks and
-bench/python/interrupt_bench.py times (Note [Interruptible host waits] in sim/src/host_wait.cpp).
+bench/benchmarks/interrupt_bench.py times (Note [Interruptible host waits] in sim/src/host_wait.cpp).
 
 The child prints "waiting" once it waits. After SIGINT it prints whether the wait ended with the work
 still pending, then, after a full synchronize, whether the work ran and its result is right.

@@ -1,6 +1,6 @@
 """Runs a function in N processes on loopback that form a torch.distributed group (2 by default).
 
-Shared by the distributed tests and the distributed benchmarks (bench/python/allreduce_bench.py,
+Shared by the distributed tests and the distributed benchmarks (bench/benchmarks/allreduce_bench.py,
 ddp_bench.py, demo_ddp.py import it as ``tests.support.spawn``). Every wait is bounded: a rank still
 running at the deadline is killed and reported, never waited on forever.
 """

@@ -1,5 +1,5 @@
 """Training workloads on openreg, used by the tests (tests/python/test_workloads.py) and the demo
-(bench/python/demo.py). Each returns
+(bench/demos/demo.py). Each returns
 per-epoch losses so runs can be compared with the CPU.
 
 * train_single       - one device, the usual loop.

@@ -2,8 +2,8 @@
 random mixes of ops, cross-stream event waits, cross-device copies, allocations and frees; every result
 is checked against a CPU reference.
 
-    python bench/python/stress.py --seconds 60 --threads 4          # the long run
-    python bench/python/stress.py --ops 400 --threads 3              # the short run `make test` does
+    python -m bench.sweeps.stress --seconds 60 --threads 4          # the long run
+    python -m bench.sweeps.stress --ops 400 --threads 3              # the short run `make test` does
 
 Fails (exit 1) on any wrong or lost result, on device memory that does not return to its starting
 level, and (exit 2, from a watchdog) on a hang: no thread making progress for --hang-seconds.
@@ -332,7 +332,7 @@ def sweep(args, argv: List[str]) -> int:
     for seed in range(first, first + args.seeds):
         env = dict(os.environ, OPENREG_SCHEDULE_FUZZ=str(seed))
         print(f"stress: fuzz seed {seed}", flush=True)
-        rc = subprocess.call([sys.executable, os.path.abspath(__file__), *base, "--fuzz-seed", str(seed)], env=env)
+        rc = subprocess.call([sys.executable, "-m", __spec__.name, *base, "--fuzz-seed", str(seed)], env=env)
         if rc != 0:
             failed.append(seed)
     print(f"stress: {args.seeds - len(failed)} of {args.seeds} seeds passed"

@@ -1,6 +1,6 @@
 """Overhead of the device timeline (torch.openreg.trace) on a small-op loop.
 
-    python bench/python/trace_overhead_bench.py [--ops 2000] [--rounds 7]
+    python -m bench.benchmarks.trace_overhead_bench [--ops 2000] [--rounds 7]
 
 The same loop of small elementwise ops (16 to 1024 elements, issue and wait) runs with and without a
 trace, alternating, in one process; the figure is best-with / best-without - 1 (target <= 10%).

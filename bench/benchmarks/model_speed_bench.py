@@ -31,7 +31,7 @@ An op without an openreg kernel of its own shows twice on openreg (PyTorch's fun
 the out= op that reaches openreg's engine), hence call counts up to twice CPU's.
 
 Run with the ecosystem venv's Python (it has transformers and sees the system torch):
-  build/ecosystem-venv/bin/python bench/python/model_speed_bench.py [--quick] [--only MODEL/WORKLOAD ...]
+  build/ecosystem-venv/bin/python -m bench.benchmarks.model_speed_bench [--quick] [--only MODEL/WORKLOAD ...]
       [--threads N] [--out PATH] [--profile MODEL WORKLOAD [--top N]]
 """
 
@@ -46,8 +46,8 @@ import sys
 import time
 from typing import Any, Callable
 
-from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
-from bench_table import TablePrinter
+from bench.common.bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
+from bench.common.bench_table import TablePrinter
 
 TARGET = 1.2
 REPS = 5
@@ -194,7 +194,7 @@ def child_profile(name: str, workload: str, dev: str) -> dict:
 
 def print_profile(name: str, workload: str, top: int, threads: int | None) -> dict:
     """Runs child_profile on each device and prints the ops with the most self time on either."""
-    res = {dev: run_child(__file__, ["--child-profile", name, workload, dev], _env(threads))
+    res = {dev: run_child(__spec__.name, ["--child-profile", name, workload, dev], _env(threads))
            for dev in ("cpu", "openreg")}
     cpu, ore, dev_ops = res["cpu"]["ops"]["host"], res["openreg"]["ops"]["host"], res["openreg"]["ops"]["device"]
     none = [0.0, 0.0]
@@ -256,7 +256,7 @@ def main() -> int:
         try:
             for _ in range(reps):
                 for dev in runs:
-                    runs[dev].append(run_child(__file__, ["--child", name, workload, dev], _env(args.threads),
+                    runs[dev].append(run_child(__spec__.name, ["--child", name, workload, dev], _env(args.threads),
                                                    args.quick))
         except ChildFailed as e:
             error = e.last_error_line()

@@ -9,7 +9,7 @@ almost no memory. The same step on 1 rank gives the scaling. Prints the step tim
 per GPU and each rank's breakdown (compute, exposed communication, copies, and the device's idle time:
 waiting for the host), and writes rank 0's timeline (Chrome trace JSON and PNG).
 
-    python bench/python/demo_sizing.py [--ranks 8] [--batch 8] [--out bench/results]
+    python -m bench.demos.demo_sizing [--ranks 8] [--batch 8] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
-sys.path.insert(0, HERE)
 
 LAYERS, D, HEADS, VOCAB, CTX = 24, 2048, 16, 50304, 1024
 
@@ -137,7 +135,7 @@ def main() -> int:
         print(f"{i:>4} {r['wall'] * 1e3:>9.1f} {r['compute'] * 1e3:>9.1f} {r['exposed'] * 1e3:>13.1f} "
               f"{r['comm'] * 1e3:>9.1f} {r['copy'] * 1e3:>9.1f} {r['idle'] * 1e3:>9.1f}")
     print("(ms of the modelled GPUs; idle: the device waited for its host)")
-    from timeline_png import render
+    from bench.common.timeline_png import render
 
     png = render(trace_path, trace_path.replace(".json", ".png"),
                  title=f"one FSDP2 step of a {r0['params'] / 1e9:.1f} B GPT, rank 0 of {args.ranks} modelled H100s")

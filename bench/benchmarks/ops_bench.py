@@ -12,9 +12,9 @@ openreg configuration is read once per process):
 Every section runs at the DEFAULT configuration (no OPENREG_* variable: what users get; each device may
 use every core, Note [Elastic device concurrency]); `--tuned` adds each section again under the tuned
 configuration labelled beside it (OPENREG_DEVICE_COUNT=1; for `devices`, OPENREG_COMPUTE_THREADS=1).
-bench/python/default_config_bench.py has issue 10's full figure list.
+bench/benchmarks/default_config_bench.py has issue 10's full figure list.
 
-Usage: python bench/python/ops_bench.py [--quick] [--out bench/results/ops_bench.json]
+Usage: python -m bench.benchmarks.ops_bench [--quick] [--out bench/results/ops_bench.json]
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import os
 import sys
 import time
 
-import bench_table
-from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
-from bench_workloads import kernels_over_devices, kernels_over_streams
+from bench.common import bench_table
+from bench.common.bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
+from bench.common.bench_workloads import kernels_over_devices, kernels_over_streams
 
 CORES = os.cpu_count() or 1
 TARGETS = {
@@ -171,7 +171,7 @@ TUNED_DEFAULT = {"OPENREG_DEVICE_COUNT": "1"}
 def run_section_in_subprocess(name, quick, env_extra=None):
     env = child_env(SECTIONS[name][1] if env_extra is None else env_extra)
     try:
-        return run_child(__file__, ["--section", name], env, quick)
+        return run_child(__spec__.name, ["--section", name], env, quick)
     except ChildFailed as e:
         return {"error": e.last_error_line()}
 

@@ -6,22 +6,17 @@ synchronize), and the overlap of DDP's gradient all-reduce with backward: rank 0
 a deeper model (tests/support/ddp_overlap.py) with one layer per bucket, whose all-reduces run on the
 device's communication lane while the remaining backward kernels run on its compute stream. With
 --trace PATH that timeline is written as Chrome trace JSON.
-Usage: python bench/python/demo_ddp.py [--epochs N] [--steps N] [--trace PATH]
+Usage: python -m bench.demos.demo_ddp [--epochs N] [--steps N] [--trace PATH]
 """
 
 import argparse
-import os
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
-
-from tests.support import ddp_overlap, spawn  # noqa: E402
+from tests.support import ddp_overlap, spawn
 
 WORLD = spawn.WORLD
 

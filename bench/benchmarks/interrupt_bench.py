@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import time
 
-from bench_table import print_table
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/support
-from tests.support import interrupt_child  # noqa: E402
+from bench.common.bench_table import print_table
+from tests.support import interrupt_child
 
 WAITS = {
     "torch.openreg.synchronize()": "torch.openreg.synchronize()",

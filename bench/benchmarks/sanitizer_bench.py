@@ -1,6 +1,6 @@
 """Cost of the stream race checker (OPENREG_SANITIZER) against the same work with it off, in one run.
 
-    python bench/python/sanitizer_bench.py [--quick] [--rounds N] [--out bench/results/sanitizer_bench.json]
+    python -m bench.benchmarks.sanitizer_bench [--quick] [--rounds N] [--out bench/results/sanitizer_bench.json]
 
 Each configuration runs in its own process (the checker is decided once per process):
 
@@ -61,7 +61,6 @@ def section_small(quick: bool) -> dict:
 
 
 def section_training(quick: bool, data_parallel: bool) -> dict:
-    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
     from tests.support import workloads
 
     x, y = workloads.make_data(seed=0, samples=512 if quick else 2048)
@@ -87,7 +86,7 @@ def child(section: str, quick: bool) -> None:
 def run_child(section: str, config: str, quick: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENREG_SANITIZER", "OPENREG_SCHEDULE_FUZZ")}
     env.update(CONFIGS[config])
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", section] + (["--quick"] if quick else [])
+    cmd = [sys.executable, "-m", __spec__.name, "--child", section] + (["--quick"] if quick else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"{section} under {config} failed:\n{proc.stdout}\n{proc.stderr}")

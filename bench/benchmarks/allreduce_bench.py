@@ -4,22 +4,17 @@ openreg's time includes its stream ordering (an event on the current stream, the
 thread, the host-completed end the stream waits on) and ends with a device synchronize.
 
 Spawns 2 processes on loopback; prints a table and writes JSON (--json PATH, default stdout only).
-Usage: python bench/python/allreduce_bench.py [--iters N] [--json out.json]
+Usage: python -m bench.benchmarks.allreduce_bench [--iters N] [--json out.json]
 """
 
 import argparse
 import json
-import os
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
+import torch
+import torch.distributed as dist
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-
-from tests.support import spawn  # noqa: E402
+from tests.support import spawn
 
 WORLD = spawn.WORLD
 SIZES_MIB = [1, 4, 16, 64]

@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from bench_table import print_table
+from bench.common.bench_table import print_table
 
 # Both children: a chain of n small ops (n = argv[1]), warmed up, and its graph (replayed once).
 CHAIN = r"""

@@ -1,7 +1,7 @@
 """Timing model calibration (issue 26): per device profile, what openreg's virtual clock gives for the
 microbenchmarks the published GPU figures come from, beside each figure and its source.
 
-    python bench/python/timing_model_bench.py [--quick] [--out bench/results/timing_model.json]
+    python -m bench.sweeps.timing_model_bench [--quick] [--out bench/results/timing_model.json]
 
 Every figure is measured the way a user would measure it on the GPU: torch ops on the openreg device,
 timed with ``torch.openreg.Event(enable_timing=True)`` (virtual time, since the child runs with
@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_process import child_env, load_openreg, run_child, write_results  # noqa: E402
-from bench_table import print_table  # noqa: E402
+from bench.common.bench_process import child_env, load_openreg, run_child, write_results
+from bench.common.bench_table import print_table
 
 # (profile, quantity, published figure, unit, source). Sources: the project's notes, gpu-anchors.md.
 ANCHORS = [
@@ -110,7 +106,7 @@ def main() -> None:
     modelled: dict[str, dict] = {}
     for profile in sorted({a[0] for a in ANCHORS}):
         env = child_env({"OPENREG_DEVICE_PROFILE": profile, "OPENREG_DEVICE_COUNT": "2", "OPENREG_EXECUTE": "timing"})
-        modelled[profile] = run_child(__file__, ["--child", profile], env, quick=args.quick)
+        modelled[profile] = run_child(__spec__.name, ["--child", profile], env, quick=args.quick)
     for profile, quantity, published, unit, source in ANCHORS:
         value = modelled[profile][quantity]
         ratio = value / published

@@ -1,6 +1,6 @@
 """Stream-overlap benchmark: copy/compute overlap, compute/compute overlap, and two-device scaling.
 
-    python bench/python/overlap_bench.py [--quick] [--out bench/results/overlap_bench.json]
+    python -m bench.benchmarks.overlap_bench [--quick] [--out bench/results/overlap_bench.json]
 
 Each section runs in its own process, because the device configuration (copy bandwidth, compute
 threads) is fixed when the runtime starts:
@@ -306,7 +306,7 @@ def main() -> int:
     for name, env in SECTION_ENV.items():
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
             tmp_path = tmp.name
-        cmd = [sys.executable, os.path.abspath(__file__), "--section", name, "--section-out", tmp_path,
+        cmd = [sys.executable, "-m", __spec__.name, "--section", name, "--section-out", tmp_path,
                "--out", args.out] + (["--quick"] if args.quick else [])
         base = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
         subprocess.run(cmd, env={**base, **env}, check=True)
@@ -318,8 +318,7 @@ def main() -> int:
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
     png = os.path.join(out_dir, "overlap_timeline.png")
-    sys.path.insert(0, HERE)
-    from timeline_png import render
+    from bench.common.timeline_png import render
 
     render(trace_path, png, title="copy/compute overlap: chunks over streams (openreg:0)")
     virtual_trace = trace_path.replace(".json", "_h100.json")

@@ -3,7 +3,7 @@ with ``python -m torch_openreg.symmetric``, from 8 to 16,384 ranks, for a job of
 ranks) and one of four (a 4-stage GPipe pipeline, data parallel within each stage). Wall time
 should grow with the number of roles, not with N. Prints a table, writes JSON and a plot.
 
-    python bench/python/symmetric_bench.py [--ranks 8 64 512 4096 16384] [--out bench/results]
+    python -m bench.sweeps.symmetric_bench [--ranks 8 64 512 4096 16384] [--out bench/results]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Renders a device timeline (Chrome trace JSON written by torch.openreg.trace) to a PNG Gantt chart.
 
-    python bench/python/timeline_png.py run.json run.png [--title "..."] [--pages]
+    python -m bench.common.timeline_png run.json run.png [--title "..."] [--pages]
 
 One horizontal lane per (device, stream); bars coloured by item kind (kernel, copy, collective, event
 wait, ...), back-to-back kernels in alternating shades, op names on the bars wide enough for them, the

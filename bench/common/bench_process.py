@@ -2,7 +2,7 @@
 default_config_bench).
 
 openreg reads its configuration (the OPENREG_* variables) once per process, so a benchmark that compares
-configurations runs each measurement in a fresh child of its own script: the parent picks the child's
+configurations runs each measurement in a fresh child of its own module: the parent picks the child's
 environment, the child loads openreg, measures, and prints its result as JSON on its last line of output,
 and the parent gathers the results and writes them to one JSON file.
 """
@@ -53,12 +53,14 @@ class ChildFailed(RuntimeError):
         return (self.proc.stdout + self.proc.stderr)[-chars:]
 
 
-def run_child(script: str, args: Sequence[str], env: Mapping[str, str], quick: bool = False,
+def run_child(module: str, args: Sequence[str], env: Mapping[str, str], quick: bool = False,
               timeout: float = 1800) -> Any:
-    """Runs `python script *args [--quick]` under `env` and returns the JSON value on the last line of
-    its output (what it printed before that, such as warnings, is passed over). Raises ChildFailed where
-    it exits non-zero; the timeout keeps a hung child from stalling the whole run."""
-    cmd = [sys.executable, os.path.abspath(script), *args] + (["--quick"] if quick else [])
+    """Runs `python -m module *args [--quick]` under `env` and returns the JSON value on the last line of
+    its output (what it printed before that, such as warnings, is passed over). A benchmark passes its own
+    ``__spec__.name``: the child starts in this process's directory, the checkout's root the benchmark was
+    started from, so it finds the module as the parent did. Raises ChildFailed where it exits non-zero; the
+    timeout keeps a hung child from stalling the whole run."""
+    cmd = [sys.executable, "-m", module, *args] + (["--quick"] if quick else [])
     proc = subprocess.run(cmd, env=dict(env), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise ChildFailed(proc)

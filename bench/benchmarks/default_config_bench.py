@@ -19,7 +19,7 @@ Figures and targets:
                   processes without openreg (medians of 3 processes each)
   d2h_over_h2d    .cpu() of 64 MiB / .to("openreg") of 64 MiB                    <= 1.2
 
-Usage: python bench/python/default_config_bench.py [--quick] [--only NAME ...] [--out PATH]
+Usage: python -m bench.benchmarks.default_config_bench [--quick] [--only NAME ...] [--out PATH]
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import statistics
 import sys
 import time
 
-from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
-from bench_table import TablePrinter
-from bench_workloads import kernels_over_devices, kernels_over_streams
+from bench.common.bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
+from bench.common.bench_table import TablePrinter
+from bench.common.bench_workloads import kernels_over_devices, kernels_over_streams
 
 TARGETS = {
     "small_op": ("<=", 1.2), "elementwise_1m": ("<=", 1.2), "mm2048": (">=", 0.9), "mlp_step": ("<=", 1.2),
@@ -242,8 +242,8 @@ def fig_cpu_slowdown(quick):
     after_env = child_env(inherit_openreg=True)  # this figure's own configuration
     runs = {"without_openreg": [], "after_openreg_use": []}
     for _ in range(SLOWDOWN_PROCESSES):
-        runs["without_openreg"].append(run_child(__file__, ["--cpu-baseline"], without_env, quick))
-        runs["after_openreg_use"].append(run_child(__file__, ["--cpu-after-openreg"], after_env, quick))
+        runs["without_openreg"].append(run_child(__spec__.name, ["--cpu-baseline"], without_env, quick))
+        runs["after_openreg_use"].append(run_child(__spec__.name, ["--cpu-after-openreg"], after_env, quick))
     keys = list(runs["without_openreg"][0])
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in keys} for side, rs in runs.items()}
     value = max(medians["after_openreg_use"][k] / medians["without_openreg"][k] for k in keys)
@@ -303,7 +303,7 @@ FIGURES = {name: globals()["fig_" + name] for name in TARGETS}
 
 def run_figure(name, env_extra, quick):
     try:
-        return run_child(__file__, ["--figure", name], child_env(env_extra), quick)
+        return run_child(__spec__.name, ["--figure", name], child_env(env_extra), quick)
     except ChildFailed as e:
         return {"value": None, "error": e.last_error_line()}
 

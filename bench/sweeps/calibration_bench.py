@@ -3,7 +3,7 @@
 prints modelled against published throughput, MFU and peak memory; JSON in bench/results/calibration.json.
 No profile is fitted to these rows.
 
-    python bench/python/calibration_bench.py [--rows NAME ...] [--steps 2] [--out bench/results]
+    python -m bench.sweeps.calibration_bench [--rows NAME ...] [--steps 2] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
-sys.path.insert(0, HERE)
+from tests.support.calibration import ROWS, run_row
 
-from tests.support.calibration import ROWS, run_row  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -28,7 +26,7 @@ def _fmt(x: float | None, spec: str) -> str:
 
 
 def main() -> int:
-    from bench_table import print_table
+    from bench.common.bench_table import print_table
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", nargs="*", help="names of rows to run (default: every runnable row)")

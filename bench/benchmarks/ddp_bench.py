@@ -8,24 +8,22 @@ backward with small buckets and reports how much of the all-reduce time ran besi
 (--trace PATH writes that timeline as Chrome trace JSON).
 
 Prints a table and writes JSON (--json, default bench/results/ddp_bench.json).
-Usage: python bench/python/ddp_bench.py [--steps N] [--batch N] [--json PATH] [--trace PATH]
+Usage: python -m bench.benchmarks.ddp_bench [--steps N] [--batch N] [--json PATH] [--trace PATH]
 """
 
 import argparse
 import json
 import os
-import sys
 import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from tests.support import ddp_overlap, spawn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, CHECKOUT)  # tests/support
-
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
-
-from tests.support import ddp_overlap, spawn  # noqa: E402
 
 
 def _time_steps(model, x, y, steps, sync) -> float:

@@ -2,7 +2,7 @@
 every category of ``tests/support/opinfo_depth.py`` (forward, non-contiguous, method, in-place, out= and
 its rules, error_inputs, float32 backward, float64 gradcheck for a subset), openreg against the CPU.
 
-    python bench/python/opinfo_sweep.py --report bench/results/opinfo_sweep.json     (make opinfo-sweep)
+    python -m bench.sweeps.opinfo_sweep --report bench/results/opinfo_sweep.json     (make opinfo-sweep)
 
 The ops run in child processes, a fresh one after each crash: an op that kills its process (SIGSEGV,
 abort) or runs past ``--op-timeout`` is recorded as that op's failure and the sweep goes on with the next.
@@ -23,7 +23,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, CHECKOUT)  # tests/support
 
 STRIDE = 7
 
@@ -117,7 +116,7 @@ def supervise(args) -> int:
     while start < end:
         if os.path.exists(current_path):
             os.remove(current_path)
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--lines", lines, "--start", str(start),
+        cmd = [sys.executable, "-m", __spec__.name, "--child", "--lines", lines, "--start", str(start),
                "--end", str(end), *forwarded]
         proc = subprocess.Popen(cmd)
         last_seen, last_change = None, time.time()
@@ -183,8 +182,7 @@ def summarize(lines: str, report: str) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(report)), exist_ok=True)
     with open(report, "w") as f:
         json.dump(summary, f, indent=1)
-    sys.path.insert(0, HERE)
-    from bench_table import print_table
+    from bench.common.bench_table import print_table
 
     print_table([{"category": c, "pass": v.get("pass", 0), "fail": v.get("fail", 0)}
                  for c, v in sorted(counts.items())], align="<")

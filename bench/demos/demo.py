@@ -57,7 +57,6 @@ STEPS_PER_EPOCH, EPOCHS = 8, 4
 def step_training():
     import torch
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the checkout: tests/support
     from tests.support import workloads
 
     print("== 2. data-parallel training: replicas on openreg:0 and openreg:1 vs one device and the CPU")
@@ -95,14 +94,13 @@ def step_training():
 
 def step_overlap():
     print("== 3. stream-overlap benchmark")
-    subprocess.run([sys.executable, os.path.join(HERE, "overlap_bench.py"), "--quick",
+    subprocess.run([sys.executable, "-m", "bench.benchmarks.overlap_bench", "--quick",
                     "--out", os.path.join(OUT, "overlap_bench.json")], check=True)
     print()
 
 
 def step_timelines(training_trace: str):
-    sys.path.insert(0, HERE)
-    from timeline_png import render
+    from bench.common.timeline_png import render
 
     print("== 4. timelines")
     png = render(training_trace, training_trace.replace(".json", ".png"),
@@ -115,17 +113,14 @@ def step_timelines(training_trace: str):
 def step_virtual():
     print("== 5. the same training on a modelled H100 (virtual time: OPENREG_DEVICE_PROFILE=h100-sxm)")
     env = dict(os.environ, OPENREG_DEVICE_PROFILE="h100-sxm")
-    subprocess.run([sys.executable, os.path.abspath(__file__), "--virtual-step"], env=env, check=True)
+    subprocess.run([sys.executable, "-m", __spec__.name, "--virtual-step"], env=env, check=True)
 
 
 def virtual_step():
     """In a child with a device profile: the demo's training steps timed on the modelled GPU's clock."""
     import torch
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
-    sys.path.insert(0, HERE)
-    from timeline_png import render
-
+    from bench.common.timeline_png import render
     from tests.support import workloads
 
     x, y = workloads.make_data(seed=0, samples=BATCH * 3, features=FEATURES)

@@ -13,7 +13,7 @@ Sections (each in its own process, because the openreg configuration is read onc
 Resident memory of the `rss` section also depends on how far the host may run ahead of the device
 (the bounded launch queue, OPENREG_LAUNCH_QUEUE_DEPTH, where the build has it).
 
-Usage: python bench/python/memory_bench.py [--quick] [--out bench/results/memory_bench.json]
+Usage: python -m bench.benchmarks.memory_bench [--quick] [--out bench/results/memory_bench.json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import statistics
 import time
 
-from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
+from bench.common.bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
 
 MiB = 1 << 20
 TARGETS = {
@@ -203,7 +203,7 @@ def run_section(name, quick):
     # OPENREG_LAUNCH_QUEUE_DEPTH, which a run may set to compare.
     env = child_env(ENV.get(name), inherit_openreg=True)
     try:
-        return run_child(__file__, ["--section", name], env, quick)
+        return run_child(__spec__.name, ["--section", name], env, quick)
     except ChildFailed as e:
         return {"error": e.output_tail(2000)}
 

@@ -1,7 +1,7 @@
 """Collectives on the virtual clock (issues 27 and 41): nccl-tests' measurements, made through
 torch.distributed on openreg with the H100 profile, beside the published figures and their sources.
 
-    python bench/python/collective_bench.py [--quick] [--out bench/results/collectives.json]
+    python -m bench.sweeps.collective_bench [--quick] [--out bench/results/collectives.json]
 
 One node and two: each configuration spawns its ranks as processes on this machine (8 for one HGX
 node, 16 for two). Two to 128 nodes of 8 H100s with a 400 Gb/s NIC per GPU: each node count runs as
@@ -26,12 +26,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+from bench.common.bench_process import write_results
+from bench.common.bench_table import print_table
 
-from bench_process import write_results  # noqa: E402
-from bench_table import print_table  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT = os.path.dirname(os.path.dirname(HERE))
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -144,6 +143,8 @@ def _measure_nodes(nodes: int, sizes: list[int]) -> dict[str, dict[int, float]]:
     out = os.path.join(tempfile.mkdtemp(prefix="openreg-bench-"), "times.json")
     env = dict(os.environ)
     env.update({"OPENREG_DEVICE_PROFILE": "h100-sxm", "OPENREG_EXECUTE": "timing", "PYTHONWARNINGS": "ignore"})
+    # The launcher runs this file as a script (torchrun's way), whose imports of bench.common need the checkout.
+    env["PYTHONPATH"] = os.pathsep.join([CHECKOUT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     cmd = [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", str(8 * nodes), "--ranks-per-node",
            "8", os.path.abspath(__file__), "--worker", out, "--sizes", ",".join(str(b) for b in sizes)]
     subprocess.run(cmd, env=env, check=True, timeout=900)
@@ -199,7 +200,7 @@ def _plot(sweep: dict[int, dict[str, dict[int, float]]], path: str) -> None:
 
 def _profile_without_nvls() -> str:
     """The H100 profile with NVLS switched off (as NCCL_NVLS_ENABLE=0), as a profile file."""
-    src = os.path.join(os.path.dirname(os.path.dirname(HERE)), "sim", "profiles", "h100-sxm.profile")
+    src = os.path.join(CHECKOUT, "sim", "profiles", "h100-sxm.profile")
     with open(src) as f:
         lines = [ln for ln in f if not ln.startswith(("nvls_bus_gbps", "nvls_latency_us"))]
     path = os.path.join(tempfile.mkdtemp(prefix="openreg-bench-"), "h100-sxm-no-nvls.profile")

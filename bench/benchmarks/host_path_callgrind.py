@@ -14,7 +14,7 @@ same for both backends. openreg streams are drained outside the counted region.
 
 Prints a table and writes bench/results/host_path_callgrind.json.
 
-Usage: python bench/python/host_path_callgrind.py [--iters 2000] [--out bench/results/host_path_callgrind.json]
+Usage: python -m bench.benchmarks.host_path_callgrind [--iters 2000] [--out bench/results/host_path_callgrind.json]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Every measurement is a fresh child process (openreg and Inductor keep state per 
 alternating, REPEATS times each; the table shows the medians and their ratio. The default configuration
 is measured: Inductor picks its compile workers from the machine's cores, as it does for users.
 
-    python bench/python/compile_time_bench.py [--repeats 3] [--out bench/results/compile_time_bench.json]
+    python -m bench.benchmarks.compile_time_bench [--repeats 3] [--out bench/results/compile_time_bench.json]
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_process import ChildFailed, child_env, load_openreg, run_child, write_results  # noqa: E402
+from bench.common.bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
 
 PROGRAMS = ("gpt_fwd_bwd", "adamw_step")
 DEVICES = ("cpu", "openreg")
@@ -119,7 +117,7 @@ def main() -> None:
                     env = child_env({"TORCHINDUCTOR_CACHE_DIR": cache})
                     try:
                         samples[program, device].append(
-                            run_child(__file__, ["--child", program, device], env)["compile_s"])
+                            run_child(__spec__.name, ["--child", program, device], env)["compile_s"])
                     except ChildFailed as err:
                         errors[program, device] = err.last_error_line()
     rows = []

@@ -1,0 +1,1 @@
+"""What the benchmarks, sweeps and demos share, imported as `bench.common.<module>`."""
