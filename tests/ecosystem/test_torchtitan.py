@@ -115,3 +115,42 @@ def test_peak_flops_torchtitan_reads_are_the_modelled_gpus():
         got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                              env={**os.environ, "OPENREG_DEVICE_PROFILE": profile})
         assert float(got.stdout.strip().splitlines()[-1]) == peak, (profile, got.stdout, got.stderr)
+
+
+TITAN_LINE = re.compile(r"step:\s*(\d+)\s.*memory:\s*([0-9.]+)GiB.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
+
+
+def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_torchrun, assets, tmp_path):
+    """torchtitan's Llama 3 8B as its H100 report ran it (FSDP over 8 ranks, local batch 2, sequence 8192,
+    selective activation checkpointing, bf16 with fp32 reductions), sized in timing-only execution on the
+    500 W H100 profile: its own log lines are the modelled GPU's. The published row is 5,762 tokens/s per
+    GPU (torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1). It needs timing-only execution
+    to compute what the program computes from its own data (the varlen attention's document boundaries
+    from the position ids; Note [Values in timing-only execution] in sim/src/stream.cpp): without it the
+    debug model stopped at its third step ("cumulative sequence lengths must be non-decreasing")."""
+    done = run_torchrun(
+        "-m", "torchtitan.train",
+        "--module", "openreg_titan", "--config", "llama3_8b_varlen",
+        "--hf-assets-path", assets / "tokenizer",
+        "--dataloader.dataset", "c4_test", "--dataloader.dataset-path", assets / "c4_test",
+        "--dump-folder", tmp_path, "--training.steps", 2, "--training.local-batch-size", 2,
+        "--metrics.log-freq", 1, "--parallelism.spmd-backend", "partial_dtensor", "--debug.seed", 0,
+        "--validator.no-enable", "--checkpoint.no-enable", "--profiler.no-enable-profiling",
+        "--metrics.no-enable-tensorboard", "--metrics.disable-color-printing",
+        nproc=8, timeout=400,
+        env={"OPENREG_DEVICE_PROFILE": "h100-sxm-500w", "OPENREG_EXECUTE": "timing", "OPENREG_PERF_COUNTER": "virtual",
+             "OPENREG_DEVICE_COUNT": "8", "PYTHONPATH": str(Path(__file__).parent),
+             "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+    )
+    output = ANSI.sub("", done.stdout + done.stderr)
+    rows = [m for m in map(TITAN_LINE.search, output.splitlines()) if m]
+    steps = {int(m.group(1)): m for m in rows}
+    assert sorted(steps) == [1, 2], output[-4000:]
+    assert len(rows) == 16  # every rank logs each step
+    m = steps[2]
+    mem, tps, tflops, mfu = float(m.group(2)), float(m.group(3).replace(",", "")), float(m.group(4)), float(m.group(5))
+    # Within a third of the published row (5,762 tokens/s, 37.6% MFU): a sizing run that read the host's
+    # clock or timed kernels as free would be orders of magnitude off.
+    assert 4_000 < tps < 8_000, tps
+    assert 25 < mfu < 50 and abs(mfu - tflops / 989 * 100) < 0.01, (tflops, mfu)
+    assert 40 < mem < 80, mem  # GiB reserved, of the 500 W part's 96 GB (the published run: 82.4, before chunked loss)

@@ -1,0 +1,1 @@
+"""torchtitan configurations for sizing runs on openreg (``--module openreg_titan``)."""
