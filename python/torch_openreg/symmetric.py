@@ -50,6 +50,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, Layout]:
     p.add_argument("--check", action="store_true",
                    help="also run each role's witness, its rank at the far corner of the other dims, as a "
                         "second job, and check that it does what its stand-in does (doubles the processes)")
+    p.add_argument("-m", "--module", action="store_true",
+                   help="the program is a module run as python -m runs it (torchrun's -m): -m torchtitan.train")
     p.add_argument("script", help="the program, as torchrun takes it")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.check and not check:
         print("openreg symmetric: --check has nothing to compare: every role has one rank",
               file=sys.stderr, flush=True)
-    script = [a.script, *a.args]
+    script = ["-m"] * a.module + [a.script, *a.args]
     with tempfile.TemporaryDirectory(prefix="openreg-symmetric-") as logs:
         store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)  # torchrun's agent store
         procs = _start(script, lay, stand_ins, store.port, logs if check else None, None)

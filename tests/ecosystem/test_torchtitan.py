@@ -118,6 +118,33 @@ def test_peak_flops_torchtitan_reads_are_the_modelled_gpus():
 
 
 TITAN_LINE = re.compile(r"step:\s*(\d+)\s.*memory:\s*([0-9.]+)GiB.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
+SIZING_ENV = {"OPENREG_DEVICE_PROFILE": "h100-sxm-500w", "OPENREG_PERF_COUNTER": "virtual",
+              "PYTHONPATH": str(Path(__file__).parent), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def _sizing_args(assets: Path, out: Path, config: str, steps: int, *extra) -> list:
+    """torchtitan's command line for a sizing run of ``openreg_titan``'s ``config``: its published
+    configuration, read from the long-document stand-in dataset (each row one document, so attention
+    costs what full causal attention does, on every rank: torchtitan_assets.py)."""
+    return [
+        "-m", "torchtitan.train", "--module", "openreg_titan", "--config", config,
+        "--hf-assets-path", assets / "tokenizer",
+        "--dataloader.dataset", "c4_test", "--dataloader.dataset-path", assets / "c4_long",
+        "--dump-folder", out, "--training.steps", steps, "--metrics.log-freq", 1,
+        "--parallelism.spmd-backend", "partial_dtensor", "--debug.seed", 0,
+        "--validator.no-enable", "--checkpoint.no-enable", "--profiler.no-enable-profiling",
+        "--metrics.no-enable-tensorboard", "--metrics.disable-color-printing", *extra,
+    ]
+
+
+def _titan_lines(output: str) -> dict[int, list[tuple[float, float, float, float]]]:
+    """Every rank's (memory GiB, tokens/s, TFLOPs, MFU %) per step, from torchtitan's log lines."""
+    steps: dict[int, list[tuple[float, float, float, float]]] = {}
+    for m in map(TITAN_LINE.search, ANSI.sub("", output).splitlines()):
+        if m:
+            steps.setdefault(int(m.group(1)), []).append(
+                (float(m.group(2)), float(m.group(3).replace(",", "")), float(m.group(4)), float(m.group(5))))
+    return steps
 
 
 def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_torchrun, assets, tmp_path):
@@ -127,30 +154,23 @@ def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_
     GPU (torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1). It needs timing-only execution
     to compute what the program computes from its own data (the varlen attention's document boundaries
     from the position ids; Note [Values in timing-only execution] in sim/src/stream.cpp): without it the
-    debug model stopped at its third step ("cumulative sequence lengths must be non-decreasing")."""
-    done = run_torchrun(
-        "-m", "torchtitan.train",
-        "--module", "openreg_titan", "--config", "llama3_8b_varlen",
-        "--hf-assets-path", assets / "tokenizer",
-        "--dataloader.dataset", "c4_test", "--dataloader.dataset-path", assets / "c4_test",
-        "--dump-folder", tmp_path, "--training.steps", 2, "--training.local-batch-size", 2,
-        "--metrics.log-freq", 1, "--parallelism.spmd-backend", "partial_dtensor", "--debug.seed", 0,
-        "--validator.no-enable", "--checkpoint.no-enable", "--profiler.no-enable-profiling",
-        "--metrics.no-enable-tensorboard", "--metrics.disable-color-printing",
-        nproc=8, timeout=400,
-        env={"OPENREG_DEVICE_PROFILE": "h100-sxm-500w", "OPENREG_EXECUTE": "timing", "OPENREG_PERF_COUNTER": "virtual",
-             "OPENREG_DEVICE_COUNT": "8", "PYTHONPATH": str(Path(__file__).parent),
-             "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
-    )
-    output = ANSI.sub("", done.stdout + done.stderr)
-    rows = [m for m in map(TITAN_LINE.search, output.splitlines()) if m]
-    steps = {int(m.group(1)): m for m in rows}
-    assert sorted(steps) == [1, 2], output[-4000:]
-    assert len(rows) == 16  # every rank logs each step
-    m = steps[2]
-    mem, tps, tflops, mfu = float(m.group(2)), float(m.group(3).replace(",", "")), float(m.group(4)), float(m.group(5))
+    debug model stopped at its third step ("cumulative sequence lengths must be non-decreasing").
+    The same job with one process standing for its 8 ranks (python -m torch_openreg.symmetric) prints
+    the same lines."""
+    args = _sizing_args(assets, tmp_path, "llama3_8b_varlen", 2, "--training.local-batch-size", 2)
+    symmetric = subprocess.run(
+        [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", "8", "-m", *map(str, args)],
+        capture_output=True, text=True, timeout=400, env={**os.environ, **SIZING_ENV, "HF_HOME": str(tmp_path / "hf")})
+    assert symmetric.returncode == 0, symmetric.stderr[-4000:]
+    done = run_torchrun(*args, nproc=8, timeout=400, env={**SIZING_ENV, "OPENREG_EXECUTE": "timing",
+                                                          "OPENREG_DEVICE_COUNT": "8", "HF_HOME": str(tmp_path / "hf")})
+    steps = _titan_lines(done.stdout + done.stderr)
+    assert sorted(steps) == [1, 2] and all(len(v) == 8 for v in steps.values()), steps  # every rank, each step
+    mem, tps, tflops, mfu = steps[2][0]
+    assert all(row == steps[2][0] for row in steps[2])
     # Within a third of the published row (5,762 tokens/s, 37.6% MFU): a sizing run that read the host's
     # clock or timed kernels as free would be orders of magnitude off.
     assert 4_000 < tps < 8_000, tps
     assert 25 < mfu < 50 and abs(mfu - tflops / 989 * 100) < 0.01, (tflops, mfu)
-    assert 40 < mem < 80, mem  # GiB reserved, of the 500 W part's 96 GB (the published run: 82.4, before chunked loss)
+    assert 40 < mem < 80, mem  # GiB reserved, of the 500 W part's 96 GB
+    assert _titan_lines(symmetric.stdout + symmetric.stderr) == {1: steps[1][:1], 2: steps[2][:1]}

@@ -15,8 +15,15 @@ in its wheel, and this machine has no internet. So this script makes small ones 
 Neither is torchtitan's: the loss values differ from torchtitan's published debug-model curves, but the
 model, its shapes and the work per step are the same.
 
-Usage: ``python torchtitan_assets.py DIR`` writes ``DIR/tokenizer/`` and ``DIR/c4_test/`` (and does
-nothing when both are there already).
+For sizing runs (``openreg_titan``'s configurations in timing-only execution) ``c4_long/`` holds the same
+text as 32 documents of about 257,000 tokens each (the whole text, each rotated to start elsewhere): every
+row of a batch then lies inside one document, so varlen attention costs what full causal attention over
+the row does, on every rank alike, as in torchtitan's published H100 runs (SDPA with is_causal over the
+whole sequence). With the docstrings' short documents a row holds dozens of documents and its attention
+costs a fraction of that, different on each rank.
+
+Usage: ``python torchtitan_assets.py DIR`` writes ``DIR/tokenizer/``, ``DIR/c4_test/`` and
+``DIR/c4_long/`` (and does nothing when all are there already).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import warnings
 
 VOCAB_SIZE = 2048  # the debug model's vocab_size
 BOS, EOS = "<|begin_of_text|>", "<|end_of_text|>"
+LONG_DOCUMENTS = 32  # c4_long's documents: at least one per rank of the runs made as processes
 
 # Modules whose docstrings make the text: pure-Python, always present, plenty of English prose.
 _MODULES = (
@@ -75,11 +83,13 @@ def _docstrings() -> list[str]:
 
 
 def build(root: str) -> None:
-    """Writes ``root/tokenizer`` and ``root/c4_test`` unless both exist; each appears whole or not at all."""
+    """Writes ``root/tokenizer``, ``root/c4_test`` and ``root/c4_long`` unless all exist; each appears whole
+    or not at all."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer_dir, dataset_dir = os.path.join(root, "tokenizer"), os.path.join(root, "c4_test")
-    if os.path.isdir(tokenizer_dir) and os.path.isdir(dataset_dir):
+    long_dir = os.path.join(root, "c4_long")
+    if os.path.isdir(tokenizer_dir) and os.path.isdir(dataset_dir) and os.path.isdir(long_dir):
         return
     os.makedirs(root, exist_ok=True)
     texts = _docstrings()
@@ -107,7 +117,15 @@ def build(root: str) -> None:
             for text in texts:
                 f.write(json.dumps({"text": text}) + "\n")
 
-        for tmp, final in ((tok_tmp, tokenizer_dir), (data_tmp, dataset_dir)):
+        long_tmp = os.path.join(scratch, "c4_long")
+        os.makedirs(long_tmp)
+        whole = "\n\n".join(texts)
+        with open(os.path.join(long_tmp, "docstrings.json"), "w") as f:
+            for k in range(LONG_DOCUMENTS):
+                cut = k * len(whole) // LONG_DOCUMENTS
+                f.write(json.dumps({"text": whole[cut:] + "\n\n" + whole[:cut]}) + "\n")
+
+        for tmp, final in ((tok_tmp, tokenizer_dir), (data_tmp, dataset_dir), (long_tmp, long_dir)):
             if not os.path.isdir(final):
                 os.rename(tmp, final)
 

@@ -220,3 +220,19 @@ def test_the_launcher_refuses_a_mesh_that_does_not_name_its_varied_dim():
     r = _symmetric(["--mesh", "dp=4,tp=2", "--vary", "pp"], ["unused.py"])
     assert r.returncode == 2
     assert "--vary names ['pp'], which the mesh dp=4,tp=2 does not have" in r.stderr
+
+
+def test_a_groups_timeout_is_set_as_torchtitan_sets_it_after_its_first_step(tmp_path):
+    """``torch.distributed.set_timeout`` (torchtitan calls it after its first step) on a symmetric group:
+    it failed with "Backend fake does not support setting timeout", the group's stand-in backend."""
+    program = _program(
+        tmp_path, "timeout.py",
+        "import datetime\n"
+        "t = torch.ones(4, device='openreg')\n"
+        "dist.all_reduce(t)\n"
+        "dist.set_timeout(datetime.timedelta(seconds=30))\n"
+        "dist.all_reduce(t)\n"
+        "dist.barrier()\n")
+    for layout in (["--world-size", "8"], ["--mesh", "pp=2,dp=4", "--vary", "pp"]):  # one role; two
+        r = _symmetric(layout, [program])
+        assert r.returncode == 0, r.stderr[-3000:]

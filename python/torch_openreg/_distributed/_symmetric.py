@@ -282,6 +282,10 @@ class _Mirror:
         self._queues: dict[Any, collections.deque] = collections.defaultdict(collections.deque)
         self._timeout_s = timeout_s
 
+    def set_timeout(self, timeout_s: float) -> None:
+        with self._cv:
+            self._timeout_s = timeout_s
+
     def put(self, key, item) -> None:
         with self._cv:
             self._queues[key].append(item)
@@ -687,6 +691,19 @@ class SymmetricProcessGroup(ProcessGroupOpenReg):
         if self._clock is None:
             self._clock = _SymmetricClock(self)
         return self._clock
+
+    def set_timeout(self, timeout: timedelta) -> None:
+        """The timeout of the operations that follow (torchtitan sets it after its first step): the
+        exchanges between stand-ins, a receive's wait for its mirrored send, draining at shutdown. The
+        fake backend has none to set (c10d's ProcessGroup.set_timeout refused: "Backend fake does not
+        support setting timeout")."""
+        self._timeout = timeout
+        for mirror in (self._mirror_times, self._mirror_data):
+            mirror.set_timeout(timeout.total_seconds())
+        with self._exchange_lock:
+            if self._exchange_group is not None:
+                self._exchange_group.gloo.set_timeout(timeout)
+                self._exchange_group.data.set_timeout(timeout)
 
     def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None, device_types=None):
         raise NotImplementedError("openreg symmetric-rank mode: split_group is not supported (DeviceMesh "
