@@ -617,3 +617,43 @@ def test_a_recv_span_that_failed_on_the_completing_thread_fails_its_waiter_too()
         job.resolve_span()
     t.join()
     assert [str(e) for e in first] == ["no mirrored send"]
+
+
+# --- torchtitan 0.3.0's calls on torch 2.13 ---------------------------------------------------
+
+
+def _pipeline_losses(rank):
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    dev = torch.device("openreg", rank % torch.openreg.device_count())
+    torch.openreg.set_device(dev)
+    torch.manual_seed(0)
+    stage_module = [torch.nn.Linear(8, 8) for _ in range(2)][rank].to(dev)
+    x, y = torch.randn(4, 8, device=dev), torch.randn(4, 8, device=dev)
+    out = []
+    for given in (False, True):
+        stage = PipelineStage(stage_module, rank, 2, dev, group=dist.group.WORLD)
+        schedule = Schedule1F1B(stage, n_microbatches=2, loss_fn=torch.nn.functional.mse_loss)
+        losses: list = []
+        if given:  # torchtitan 0.3.0: its own microbatches, the keywords of torch releases after 2.13
+            schedule.step(arg_mbs=[(x[:2],), (x[2:],)] if rank == 0 else None, kwarg_mbs=[{}, {}],
+                          target_mbs=[y[:2], y[2:]] if rank == 1 else None, losses=losses, return_outputs=False)
+        elif rank == 0:
+            schedule.step(x)
+        else:
+            schedule.step(target=y, losses=losses)
+        out.append([float(v) for v in losses])
+        stage_module.zero_grad()
+    return out
+
+
+def test_a_pipeline_schedule_steps_over_microbatches_its_caller_made():
+    """Note [Pipeline steps over given microbatches on torch 2.13]: torchtitan 0.3.0 calls
+    ``step(arg_mbs=..., target_mbs=...)``, which torch 2.13's schedules took for model keywords and ran
+    one microbatch of nothing ("Expecting 32 arg_mbs but got 1"); now the losses are those of the
+    whole-batch step."""
+    results = spawn.run(_pipeline_losses, timeout_s=TIMEOUT_S)
+    whole, given = results[1]
+    assert len(whole) == 2 and given == whole
+    assert results[0] == [[], []]  # the first stage computes no loss
