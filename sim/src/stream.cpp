@@ -545,10 +545,9 @@ void Stream::run_task(WorkItem* item) {
   try {
     // Note [Timing-only execution]: a kernel is only timed; host callbacks still run (they release
     // what the host lent the stream, and complete the program's own callbacks).
-    if (s_->run_kernels || item->kind != ItemKind::kKernel) {
+    // Note [Values in timing-only execution]: a kernel on values runs, and its failure is real.
+    if (s_->run_kernels || item->kind != ItemKind::kKernel || item->timing_only == TimingOnly::kValues) {
       item->fn();
-    } else if (item->timing_only == TimingOnly::kValues) {
-      item->fn();  // Note [Values in timing-only execution]: on the GPU's values, so its failure is real
     } else if (item->timing_only == TimingOnly::kControl) {
       // Note [Values in timing-only execution]: a small kernel's inputs may come from kernels that never
       // ran; what it would raise on such values (a device-side assert, an index out of range) a GPU,

@@ -117,7 +117,8 @@ def test_peak_flops_torchtitan_reads_are_the_modelled_gpus():
         assert float(got.stdout.strip().splitlines()[-1]) == peak, (profile, got.stdout, got.stderr)
 
 
-TITAN_LINE = re.compile(r"step:\s*(\d+)\s.*memory:\s*([0-9.]+)GiB.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
+TITAN_LINE = re.compile(
+    r"step:\s*(\d+)\s.*memory:\s*([0-9.]+)GiB.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
 SIZING_ENV = {"OPENREG_DEVICE_PROFILE": "h100-sxm-500w", "OPENREG_PERF_COUNTER": "virtual",
               "PYTHONPATH": str(Path(__file__).parent), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
