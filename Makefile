@@ -151,6 +151,7 @@ bench: deps-ecosystem
 	$(ECO_VENV)/bin/python -m bench.benchmarks.model_speed_bench --out $(RESULTS_DIR)/model_speed_bench.json
 	$(PYTHON) -m bench.sweeps.calibration_bench --steps 1 --out $(RESULTS_DIR)
 	$(PYTHON) -m bench.sweeps.symmetric_bench --out $(RESULTS_DIR)
+	$(ECO_VENV)/bin/python -m bench.sweeps.titan_sizing --out $(RESULTS_DIR)/titan_sizing.json
 
 # The OpInfo sweep at PyTorch's test depth (every op, dtype and variant against the CPU; make test runs a
 # subset): prints a table and writes the report with every failure.
