@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from bench.common.bench_process import write_results
@@ -80,17 +80,25 @@ def _run(assets: str, out: str, profile: str, config: str, layout: list[str], ex
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
     env.update({"OPENREG_DEVICE_PROFILE": profile, "OPENREG_PERF_COUNTER": "virtual", "PYTHONPATH": ECOSYSTEM,
                 "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": os.path.join(out, "hf")})
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.monotonic()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{config} exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    steps = {int(m.group(1)): m for m in map(LINE.search, (proc.stdout + proc.stderr).splitlines()) if m}
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        hung = threading.Timer(1800, proc.kill)  # a hung run fails its row instead of stalling the sweep
+        hung.start()
+        # wait4: this run's largest process (the launcher's children are waited for inside it), in kB
+        _, status, usage = os.wait4(proc.pid, 0)
+        hung.cancel()
+        wall = time.monotonic() - start
+        log.seek(0)
+        output = log.read()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{config} exited {code}:\n{output[-3000:]}")
+    steps = {int(m.group(1)): m for m in map(LINE.search, output.splitlines()) if m}
     if STEPS not in steps:
-        raise RuntimeError(f"{config}: no line for step {STEPS}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+        raise RuntimeError(f"{config}: no line for step {STEPS}:\n{output[-3000:]}")
     m = steps[STEPS]
-    rss = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # kB; the largest child so far
+    rss = usage.ru_maxrss
     return {"tok_s_gpu": float(m.group(3).replace(",", "")), "tflops": float(m.group(4)), "mfu": float(m.group(5)),
             "mem_gib": float(m.group(2)), "wall_s": round(wall, 1), "max_rss_gib": round(rss / 2**20, 2)}
 
