@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import time
 
 from bench.common.bench_process import write_results
 from bench.common.bench_table import print_table
+from tests.ecosystem.openreg_titan import log_lines, sizing_args
 from tests.ecosystem.torchtitan_assets import build
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -55,8 +55,6 @@ ROWS = [
      "torchtitan docs/performance.md"),
 ]
 STEPS = 3
-LINE = re.compile(
-    r"step:\s*(\d+)\s.*memory:\s*([0-9.]+)GiB.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
 
 
 def _ranks(layout: list[str]) -> int:
@@ -70,13 +68,7 @@ def _ranks(layout: list[str]) -> int:
 
 def _run(assets: str, out: str, profile: str, config: str, layout: list[str], extra: list[str]) -> dict:
     """One sizing run; torchtitan's last logged step, the wall time and the largest process's RSS."""
-    cmd = [sys.executable, "-m", "torch_openreg.symmetric", *layout, "-m", "torchtitan.train",
-           "--module", "openreg_titan", "--config", config, "--hf-assets-path", os.path.join(assets, "tokenizer"),
-           "--dataloader.dataset", "c4_test", "--dataloader.dataset-path", os.path.join(assets, "c4_long"),
-           "--dump-folder", out, "--training.steps", str(STEPS), "--metrics.log-freq", "1",
-           "--parallelism.spmd-backend", "partial_dtensor", "--debug.seed", "0", "--validator.no-enable",
-           "--checkpoint.no-enable", "--profiler.no-enable-profiling", "--metrics.no-enable-tensorboard",
-           "--metrics.disable-color-printing", *extra]
+    cmd = [sys.executable, "-m", "torch_openreg.symmetric", *layout, *sizing_args(assets, out, config, STEPS, *extra)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
     env.update({"OPENREG_DEVICE_PROFILE": profile, "OPENREG_PERF_COUNTER": "virtual", "PYTHONPATH": ECOSYSTEM,
                 "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": os.path.join(out, "hf")})
@@ -94,13 +86,12 @@ def _run(assets: str, out: str, profile: str, config: str, layout: list[str], ex
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise RuntimeError(f"{config} exited {code}:\n{output[-3000:]}")
-    steps = {int(m.group(1)): m for m in map(LINE.search, output.splitlines()) if m}
+    steps = log_lines(output)
     if STEPS not in steps:
         raise RuntimeError(f"{config}: no line for step {STEPS}:\n{output[-3000:]}")
-    m = steps[STEPS]
-    rss = usage.ru_maxrss
-    return {"tok_s_gpu": float(m.group(3).replace(",", "")), "tflops": float(m.group(4)), "mfu": float(m.group(5)),
-            "mem_gib": float(m.group(2)), "wall_s": round(wall, 1), "max_rss_gib": round(rss / 2**20, 2)}
+    mem, tps, tflops, mfu = steps[STEPS][0]
+    return {"tok_s_gpu": tps, "tflops": tflops, "mfu": mfu, "mem_gib": mem, "wall_s": round(wall, 1),
+            "max_rss_gib": round(usage.ru_maxrss / 2**20, 2)}
 
 
 def main() -> None:

@@ -224,6 +224,16 @@ std::optional<int> Runtime::device_of(const void* ptr) const {
   return std::nullopt;
 }
 
+bool Runtime::holds_values(const void* ptr, std::size_t bytes) const {
+  const std::optional<int> d = device_of(ptr);
+  // device_of found it started: the acquire load orders this read after the device was built.
+  return !d || s_->started[*d].load(std::memory_order_acquire)->memory().holds_values(ptr, bytes);
+}
+
+void Runtime::set_holds_values(const void* ptr, std::size_t bytes, bool holds) {
+  if (const std::optional<int> d = device_of(ptr)) device(*d).memory().set_holds_values(ptr, bytes, holds);
+}
+
 void* Runtime::host_alloc_pinned(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes > SIZE_MAX - DeviceMemory::kAlignment) {

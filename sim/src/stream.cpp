@@ -329,22 +329,6 @@ void Stream::launch(const char* name, Task fn, const KernelCost& cost) {
 }
 
 namespace {
-// The device memory holding `p`, or null for host memory.
-DeviceMemory* memory_of(Runtime& runtime, const void* p) {
-  const std::optional<int> d = runtime.device_of(p);
-  return d ? &runtime.device(*d).memory() : nullptr;
-}
-
-// Whether [p, p + bytes) holds values: host memory always does.
-bool holds_values(Runtime& runtime, const void* p, std::size_t bytes) {
-  DeviceMemory* memory = memory_of(runtime, p);
-  return memory == nullptr || memory->holds_values(p, bytes);
-}
-
-void set_holds_values(Runtime& runtime, const void* p, std::size_t bytes, bool holds) {
-  if (DeviceMemory* memory = memory_of(runtime, p)) memory->set_holds_values(p, bytes, holds);
-}
-
 // Note [Values in timing-only execution]: whether a kernel of `access` runs, noting what its writes
 // then hold.
 TimingOnly timing_only_kernel(Runtime& runtime, const KernelAccess& access) {
@@ -352,12 +336,12 @@ TimingOnly timing_only_kernel(Runtime& runtime, const KernelAccess& access) {
   bool valued = true;
   for (const ByteRange& r : access.reads) {
     touched += r.bytes;
-    valued = valued && holds_values(runtime, r.data, r.bytes);
+    valued = valued && runtime.holds_values(r.data, r.bytes);
   }
   for (const ByteRange& w : access.writes) touched += w.bytes;
   const std::size_t bound = access.reads.empty() ? kTimingOnlyMovedBytes : kTimingOnlyValuedKernelBytes;
   const bool runs = valued && touched <= bound;
-  for (const ByteRange& w : access.writes) set_holds_values(runtime, w.data, w.bytes, runs);
+  for (const ByteRange& w : access.writes) runtime.set_holds_values(w.data, w.bytes, runs);
   return runs ? TimingOnly::kValues : TimingOnly::kSkip;
 }
 
@@ -366,8 +350,8 @@ TimingOnly timing_only_kernel(Runtime& runtime, const KernelAccess& access) {
 TimingOnly timing_only_copy(Runtime& runtime, const WorkItem& item) {
   const bool moves = item.route == CopyRoute::kHostToDevice
                          ? item.bytes <= kTimingOnlyMovedBytes
-                         : item.bytes <= kTimingOnlyValuedKernelBytes && holds_values(runtime, item.src, item.bytes);
-  if (!item.host_dst) set_holds_values(runtime, item.dst, item.bytes, moves);
+                         : item.bytes <= kTimingOnlyValuedKernelBytes && runtime.holds_values(item.src, item.bytes);
+  if (!item.host_dst) runtime.set_holds_values(item.dst, item.bytes, moves);
   return moves ? TimingOnly::kValues : TimingOnly::kSkip;
 }
 }  // namespace

@@ -30,7 +30,8 @@ import pytest
 
 pytest.importorskip("torchtitan", reason="the ecosystem tests run in build/ecosystem-venv (make test-ecosystem)")
 
-from torchtitan_assets import build as build_assets  # noqa: E402  (tests/ecosystem, beside this file)
+from openreg_titan import log_lines, sizing_args  # noqa: E402  (tests/ecosystem, beside this file)
+from torchtitan_assets import build as build_assets  # noqa: E402
 
 STEPS = 5
 STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)")
@@ -117,35 +118,8 @@ def test_peak_flops_torchtitan_reads_are_the_modelled_gpus():
         assert float(got.stdout.strip().splitlines()[-1]) == peak, (profile, got.stdout, got.stderr)
 
 
-TITAN_LINE = re.compile(
-    r"step:\s*(\d+)\s.*memory:\s*([0-9.]+)GiB.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
 SIZING_ENV = {"OPENREG_DEVICE_PROFILE": "h100-sxm-500w", "OPENREG_PERF_COUNTER": "virtual",
               "PYTHONPATH": str(Path(__file__).parent), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-
-
-def _sizing_args(assets: Path, out: Path, config: str, steps: int, *extra) -> list:
-    """torchtitan's command line for a sizing run of ``openreg_titan``'s ``config``: its published
-    configuration, read from the long-document stand-in dataset (each row one document, so attention
-    costs what full causal attention does, on every rank: torchtitan_assets.py)."""
-    return [
-        "-m", "torchtitan.train", "--module", "openreg_titan", "--config", config,
-        "--hf-assets-path", assets / "tokenizer",
-        "--dataloader.dataset", "c4_test", "--dataloader.dataset-path", assets / "c4_long",
-        "--dump-folder", out, "--training.steps", steps, "--metrics.log-freq", 1,
-        "--parallelism.spmd-backend", "partial_dtensor", "--debug.seed", 0,
-        "--validator.no-enable", "--checkpoint.no-enable", "--profiler.no-enable-profiling",
-        "--metrics.no-enable-tensorboard", "--metrics.disable-color-printing", *extra,
-    ]
-
-
-def _titan_lines(output: str) -> dict[int, list[tuple[float, float, float, float]]]:
-    """Every rank's (memory GiB, tokens/s, TFLOPs, MFU %) per step, from torchtitan's log lines."""
-    steps: dict[int, list[tuple[float, float, float, float]]] = {}
-    for m in map(TITAN_LINE.search, ANSI.sub("", output).splitlines()):
-        if m:
-            steps.setdefault(int(m.group(1)), []).append(
-                (float(m.group(2)), float(m.group(3).replace(",", "")), float(m.group(4)), float(m.group(5))))
-    return steps
 
 
 def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_torchrun, assets, tmp_path):
@@ -158,14 +132,14 @@ def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_
     debug model stopped at its third step ("cumulative sequence lengths must be non-decreasing").
     The same job with one process standing for its 8 ranks (python -m torch_openreg.symmetric) prints
     the same lines."""
-    args = _sizing_args(assets, tmp_path, "llama3_8b_varlen", 2, "--training.local-batch-size", 2)
+    args = sizing_args(assets, tmp_path, "llama3_8b_varlen", 2, "--training.local-batch-size", 2)
     symmetric = subprocess.run(
-        [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", "8", "-m", *map(str, args)],
+        [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", "8", *args],
         capture_output=True, text=True, timeout=400, env={**os.environ, **SIZING_ENV, "HF_HOME": str(tmp_path / "hf")})
     assert symmetric.returncode == 0, symmetric.stderr[-4000:]
     done = run_torchrun(*args, nproc=8, timeout=400, env={**SIZING_ENV, "OPENREG_EXECUTE": "timing",
                                                           "OPENREG_DEVICE_COUNT": "8", "HF_HOME": str(tmp_path / "hf")})
-    steps = _titan_lines(done.stdout + done.stderr)
+    steps = log_lines(done.stdout + done.stderr)
     assert sorted(steps) == [1, 2] and all(len(v) == 8 for v in steps.values()), steps  # every rank, each step
     mem, tps, tflops, mfu = steps[2][0]
     assert all(row == steps[2][0] for row in steps[2])
@@ -180,7 +154,7 @@ def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_
     # processes' are the same in every run), so it prints 348.66 TFLOPs where they print 348.67. Not
     # explained yet: issue 41 wants the two equal to the nanosecond, as openreg's own jobs are
     # (tests/python/test_symmetric.py).
-    stand_in = _titan_lines(symmetric.stdout + symmetric.stderr)
+    stand_in = log_lines(symmetric.stdout + symmetric.stderr)
     assert sorted(stand_in) == [1, 2] and all(len(v) == 1 for v in stand_in.values()), stand_in
     for step in (1, 2):
         (s_mem, s_tps, s_tflops, s_mfu), (p_mem, p_tps, p_tflops, p_mfu) = stand_in[step][0], steps[step][0]

@@ -10,13 +10,10 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/util/SmallVector.h>
 
-#include <openreg/sim/device.h>
-#include <openreg/sim/memory.h>
 #include <openreg/sim/runtime.h>
 #include <openreg/sim/timing_only.h>
 
 #include <cstddef>
-#include <optional>
 
 namespace at::openreg {
 
@@ -32,10 +29,7 @@ inline ::openreg::sim::ByteRange device_range(const at::Tensor& t) {
 //! tensors).
 inline bool holds_values(const at::Tensor& t) {
   const ::openreg::sim::ByteRange r = device_range(t);
-  if (!timing_only_on() || r.bytes == 0) return true;
-  auto& runtime = ::openreg::sim::Runtime::global();
-  const std::optional<int> d = runtime.device_of(r.data);
-  return !d || runtime.device(*d).memory().holds_values(r.data, r.bytes);
+  return !timing_only_on() || r.bytes == 0 || ::openreg::sim::Runtime::global().holds_values(r.data, r.bytes);
 }
 
 //! Notes that `t`'s bytes now hold values (`holds`), or none: for what the host writes into device
@@ -43,11 +37,7 @@ inline bool holds_values(const at::Tensor& t) {
 //! execution.
 inline void set_holds_values(const at::Tensor& t, bool holds) {
   const ::openreg::sim::ByteRange r = device_range(t);
-  if (!timing_only_on() || r.bytes == 0) return;
-  auto& runtime = ::openreg::sim::Runtime::global();
-  if (const std::optional<int> d = runtime.device_of(r.data)) {
-    runtime.device(*d).memory().set_holds_values(r.data, r.bytes, holds);
-  }
+  if (timing_only_on() && r.bytes != 0) ::openreg::sim::Runtime::global().set_holds_values(r.data, r.bytes, holds);
 }
 
 //! The ranges of one launch: read(t) for each tensor whose values the kernel reads, write(t) for each

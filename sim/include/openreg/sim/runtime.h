@@ -47,6 +47,11 @@ class OPENREG_SIM_API Runtime {
 
   //! Index of the device whose memory contains `ptr` (interior pointers too), or nullopt.
   std::optional<int> device_of(const void* ptr) const;
+  //! Whether [ptr, ptr + bytes) holds the values a GPU would hold: DeviceMemory::holds_values of the
+  //! device that owns it, true for host memory (Note [Values in timing-only execution] in stream.cpp).
+  bool holds_values(const void* ptr, std::size_t bytes) const;
+  //! DeviceMemory::set_holds_values of the device that owns `ptr`; nothing for host memory.
+  void set_holds_values(const void* ptr, std::size_t bytes, bool holds);
 
   //! Allocates pinned (page-locked, simulated) host memory; zero bytes gives nullptr.
   void* host_alloc_pinned(std::size_t bytes);
