@@ -43,11 +43,13 @@ std::int64_t now_us() {
       .count();
 }
 
-// True once `event`'s record completed. A failure before the record on its stream also completes it;
-// the stream keeps reporting that failure to the program.
+// True once `event`'s record completed, as cudaEventQuery would say: with a device profile, once the
+// modelled GPU has reached it by the host's virtual time, and asking never moves the host's clock
+// (Event::query_untimed; Note [Virtual time]). A failure before the record on its stream also completes
+// it; the stream keeps reporting that failure to the program.
 bool event_done(sim::Event& event) {
   try {
-    return event.query();
+    return event.query_untimed();
   } catch (const sim::Error&) {
     return true;
   }

@@ -65,6 +65,19 @@ bool Event::query() {
   return true;
 }
 
+bool Event::query_untimed() {
+  std::shared_ptr<EventRecord> record = latest();
+  if (!record) return true;
+  if (!record->completed()) return false;
+  // completed() is an acquire that pairs with the completer's release, and the record was placed
+  // (set_virtual) before it was published or completed: its virtual time is readable here.
+  if (auto clock = record->clock()) {
+    if (record->virtual_ns() > clock->host_now() + clock->origin_ns()) return false;
+  }
+  record->report_failure_once();
+  return true;
+}
+
 void Event::synchronize() { synchronize_impl(/*timed=*/true); }
 
 void Event::synchronize_untimed() { synchronize_impl(/*timed=*/false); }

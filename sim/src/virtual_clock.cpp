@@ -61,6 +61,13 @@ namespace openreg::sim {
 // on CUDA), and a full launch queue (the item launch_queue_depth places back on the stream must have
 // ended: a ring of the stream's last ends). Items issued by a kernel or host callback are issued at
 // the issuing item's end.
+// The library's own bookkeeping never moves the clock and never reads this CPU's progress as the GPU's:
+// the caching allocator asks whether a freed block's last use is over with Event::query_untimed, which
+// is true only once the record's virtual time is at or before the asking thread's. With query() it
+// asked whether the device threads had run it, and a record they had run early moved the host to its
+// virtual time, so whether an allocation waited for the device depended on how far this CPU's threads
+// had got (a torchtitan step of one symmetric stand-in read 21 us longer than its 8 processes', and
+// varied between runs).
 // The host threads share one timeline: a thread's clock never runs behind the latest time any host
 // thread has reached. PyTorch's host threads mostly take turns: backward() blocks the calling thread
 // while the autograd engine's device thread issues the backward ops, so the engine's issues continue

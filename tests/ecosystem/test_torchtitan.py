@@ -148,15 +148,10 @@ def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_
     assert 4_000 < tps < 8_000, tps
     assert 25 < mfu < 50 and abs(mfu - tflops / 989 * 100) < 0.01, (tflops, mfu)
     assert 40 < mem < 80, mem  # GiB reserved, of the 500 W part's 96 GB
-    # The stand-in's lines: the same memory; tokens/s, TFLOPs and MFU within their last printed digit.
-    # Its steps take 21 us longer than the 8 processes' (2.719932 s against 2.719911 s: torchtitan's own
-    # perf_counter readings, rank 0), and its second step took 6.6 us more again in 1 of 3 runs (the
-    # processes' are the same in every run), so it prints 348.66 TFLOPs where they print 348.67. Not
-    # explained yet: issue 41 wants the two equal to the nanosecond, as openreg's own jobs are
-    # (tests/python/test_symmetric.py).
+    # The stand-in's lines are the processes', to the last digit: its steps take what theirs take to the
+    # nanosecond (they took 21 us longer while the caching allocator read this CPU's progress as the
+    # GPU's: Note [Virtual time] in sim/src/virtual_clock.cpp).
     stand_in = log_lines(symmetric.stdout + symmetric.stderr)
     assert sorted(stand_in) == [1, 2] and all(len(v) == 1 for v in stand_in.values()), stand_in
     for step in (1, 2):
-        (s_mem, s_tps, s_tflops, s_mfu), (p_mem, p_tps, p_tflops, p_mfu) = stand_in[step][0], steps[step][0]
-        assert s_mem == p_mem and abs(s_tps - p_tps) <= 1, (step, stand_in[step], steps[step][0])
-        assert abs(s_tflops - p_tflops) <= 0.011 and abs(s_mfu - p_mfu) <= 0.011, (step, stand_in[step], steps[step][0])
+        assert stand_in[step][0] == steps[step][0], (step, stand_in[step], steps[step][0])

@@ -715,3 +715,43 @@ def test_dropout_costs_cudas_one_fused_kernel(run_python, check_ok):
     assert out["kernels"] == 4
     fused = elements * (2 + 2 + 1) / (3350e9 * 0.896)  # bf16 in, bf16 out, bool mask
     assert out["memory_bound"] == pytest.approx(fused + 3 * 2e-6, abs=4 * NS_S)
+
+
+def test_an_allocation_never_waits_for_the_modelled_gpu(run_python, check_ok):
+    """The caching allocator reuses a freed block once its last use on another stream (record_stream) is
+    over, and asks without waiting, as CUDA's asks cudaEventQuery. Under a profile that use is over when
+    the modelled GPU has reached it, not when this CPU's device threads have run it: they ran the side
+    stream's matmuls at once (timing-only execution), and the allocator used to take that as done, reuse
+    the block and move the host's clock to the matmuls' modelled end. So whether an allocation waited
+    for the device depended on how far this CPU had got (a torchtitan step of one symmetric stand-in read
+    21 us longer than its 8 processes', and varied between runs)."""
+    out = run_json(
+        run_python,
+        check_ok,
+        """
+        import json, time, warnings, torch
+        warnings.simplefilter("ignore")
+        side = torch.openreg.Stream()
+        a = torch.empty(4096, 4096, device="openreg", dtype=torch.bfloat16)
+        x = torch.empty(256, device="openreg")
+        torch.openreg.synchronize()
+        with torch.openreg.stream(side):
+            for _ in range(10):
+                a @ a                       # 0.19 ms each on the modelled H100
+            x.add_(1)
+        x.record_stream(side)
+        ptr = x.data_ptr()
+        del x
+        time.sleep(0.5)                     # this CPU ran the side stream long ago
+        before = torch.openreg.timing.now()
+        y = torch.empty(256, device="openreg")
+        waited = torch.openreg.timing.now() - before
+        side.synchronize()
+        print(json.dumps({"waited": waited, "reused": y.data_ptr() == ptr,
+                          "device_ahead": torch.openreg.timing.now() - before}))
+        """,
+        env={"OPENREG_EXECUTE": "timing"},
+    )
+    assert out["device_ahead"] > 1e-3  # the modelled GPU was still in the matmuls at the allocation
+    assert out["waited"] == 0, out  # the allocation did not wait for it
+    assert not out["reused"], out  # and, as on a GPU, the block was still in use: a new one served it

@@ -156,6 +156,38 @@ TEST_F(VirtualTime, AnUntimedSynchronizeLeavesTheHostClockWhereItWas) {
   EXPECT_GT(runtime.virtual_now_ns(), 5'000'000);  // the record's end, after the 5 ms kernel
 }
 
+// The caching allocator's question (Event::query_untimed): a record this CPU has run but the modelled
+// GPU has not reached by the host's virtual time is not done, and asking moves no clock.
+TEST_F(VirtualTime, AnUntimedQueryIsDoneOnlyWhenTheModelledGpuIsThere) {
+  Runtime runtime(profiled(1));
+  const DeviceProfile& p = *runtime.profile();
+  auto s = runtime.device(0).create_stream();
+  auto e = Event::create();
+  s->launch("long", [] {}, gemm(5.0, p));
+  s->record(e);
+  e->synchronize_untimed();  // the device thread has run it
+  const std::int64_t before = runtime.virtual_now_ns();
+  EXPECT_FALSE(e->query_untimed());
+  EXPECT_EQ(runtime.virtual_now_ns(), before);
+  EXPECT_TRUE(e->query());  // the program's query sees it done: the host learns it only now
+  EXPECT_GT(runtime.virtual_now_ns(), 5'000'000);
+  EXPECT_TRUE(e->query_untimed());
+}
+
+TEST(UntimedQuery, WithoutAProfileIsQuery) {
+  Runtime runtime(test::make_config(1, 2));
+  auto s = runtime.device(0).create_stream();
+  auto e = Event::create();
+  EXPECT_TRUE(e->query_untimed());  // never recorded
+  test::Gate gate;
+  s->launch("gated", [&] { EXPECT_TRUE(gate.wait()); });
+  s->record(e);
+  EXPECT_FALSE(e->query_untimed());
+  gate.open();
+  e->synchronize();
+  EXPECT_TRUE(e->query_untimed());
+}
+
 TEST_F(VirtualTime, CopiesRunOnTheirEngineBesideKernels) {
   Runtime runtime(profiled(1));
   const DeviceProfile& p = *runtime.profile();

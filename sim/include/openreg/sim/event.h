@@ -43,6 +43,13 @@ class OPENREG_SIM_API Event {
   //! Only the most recent record counts: records may complete out of order across streams, and an
   //! earlier one completing does not complete the event (CUDA's rule). See Note [Event records].
   bool query();
+  //! query() for the library's own bookkeeping (the caching allocator deciding whether a block's last
+  //! use is over), never for a wait the program made. Without a device profile it is query(). With
+  //! one, the record is done only when the modelled GPU has reached it by the calling thread's virtual
+  //! time as well: a record that ran on this CPU ahead of the modelled timeline is not done yet, as
+  //! cudaEventQuery would say, and the host's clock stays where it is (Note [Virtual time]). Throws
+  //! like query().
+  bool query_untimed();
 
   //! Blocks until the most recent record completes (returns at once if never recorded); short spin,
   //! then a futex wait. Throws like query().
