@@ -45,15 +45,16 @@ def assets(tmp_path_factory) -> Path:
     return root
 
 
-def _train(run_torchrun, assets: Path, out: Path, nproc: int, env=None):
+def _train(run_torchrun, assets: Path, out: Path, nproc: int, env=None, steps: int = STEPS,
+           checkpoint=("--checkpoint.no-enable",)):
     return run_torchrun(
         "-m", "torchtitan.train",
         "--module", "llama3", "--config", "llama3_debugmodel_varlen_attn",
         "--hf-assets-path", assets / "tokenizer", "--dataloader.dataset-path", assets / "c4_test",
         "--dump-folder", out,
-        "--training.steps", STEPS, "--training.seq-len", 256, "--training.local-batch-size", 2,
+        "--training.steps", steps, "--training.seq-len", 256, "--training.local-batch-size", 2,
         "--training.mixed-precision-param", "float32", "--parallelism.spmd-backend", "partial_dtensor",
-        "--debug.seed", 0, "--validator.no-enable", "--checkpoint.no-enable", "--metrics.disable-color-printing",
+        "--debug.seed", 0, "--validator.no-enable", *checkpoint, "--metrics.disable-color-printing",
         nproc=nproc, env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(out / "hf"),
                           **(env or {})},
     )
@@ -80,6 +81,35 @@ def test_debug_model_trains_under_torchrun_on_two_devices(run_torchrun, assets, 
     assert 7.0 < losses[1] < 9.0
     assert losses[STEPS] < losses[1] - 0.1, losses
     assert "Training completed" in output
+
+
+def test_a_checkpoint_saved_under_fsdp_resumes_to_the_losses_of_an_unbroken_run(run_torchrun, assets, tmp_path):
+    """torchtitan's distributed checkpoint (DCP: each rank saves its FSDP shards of the model and the
+    optimizer, with the data loader's place and the step) saved on openreg after step 2 and loaded by a
+    second run, which trains on from step 3 to the losses and gradient norms of a run never stopped, to
+    the last printed digit: every state it depends on came back."""
+    unbroken = _losses_and_norms(_train(run_torchrun, assets, tmp_path / "unbroken", nproc=2, steps=4))
+    save = ("--checkpoint.enable", "--checkpoint.interval", 2, "--checkpoint.no-last-save-model-only")
+    _train(run_torchrun, assets, tmp_path / "resumed", nproc=2, steps=2, checkpoint=save)
+    assert (tmp_path / "resumed" / "checkpoint" / "step-2").is_dir()
+    done = _train(run_torchrun, assets, tmp_path / "resumed", nproc=2, steps=4, checkpoint=save)
+    output = ANSI.sub("", done.stdout + done.stderr)
+    assert "Loading the checkpoint from" in output, output[-4000:]
+    resumed = _losses_and_norms(done)
+    assert sorted(resumed) == [3, 4], resumed  # it went on from the saved step, not from the start
+    assert sorted(unbroken) == [1, 2, 3, 4] and unbroken[4] != unbroken[3]
+    assert resumed == {step: unbroken[step] for step in (3, 4)}, (resumed, unbroken)
+
+
+NORM_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)\s+grad_norm:\s*([0-9.]+)")
+
+
+def _losses_and_norms(done) -> dict[int, tuple[float, float]]:
+    rows: dict[int, tuple[float, float]] = {}
+    for m in map(NORM_LINE.search, ANSI.sub("", done.stdout + done.stderr).splitlines()):
+        if m:
+            rows.setdefault(int(m.group(1)), (float(m.group(2)), float(m.group(3))))
+    return rows
 
 
 TPS_LINE = re.compile(r"step:\s*(\d+)\s.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
