@@ -33,7 +33,7 @@ pytest.importorskip("torchtitan", reason="the ecosystem tests run in build/ecosy
 from openreg_titan import log_lines, sizing_args  # noqa: E402  (tests/ecosystem, beside this file)
 from torchtitan_assets import build as build_assets  # noqa: E402
 
-STEPS = 5
+STEPS = 10
 STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -69,8 +69,9 @@ def _losses(output: str) -> dict[int, float]:
     return losses
 
 
-def test_debug_model_trains_under_torchrun_on_two_devices(run_torchrun, assets, tmp_path):
-    done = _train(run_torchrun, assets, tmp_path, nproc=2)
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_debug_model_trains_in_one_process_and_under_fsdp_on_two_devices(run_torchrun, assets, tmp_path, nproc):
+    done = _train(run_torchrun, assets, tmp_path, nproc=nproc)
     output = done.stdout + done.stderr
     losses = _losses(output)
     # Every step ran, past the first (after which torchtitan calls torch.distributed.set_timeout).
