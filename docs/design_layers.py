@@ -15,7 +15,7 @@ LAYERS = [
     ("registration/", "device guard, PrivateUse1 hooks", False, "#fde9d9"),
     ("profiler/", "Kineto activity, legacy stubs", False, "#fde9d9"),
     ("ops/", "kernels: copy_, factories, views, resize, conv, RNN", False, "#fde9d9"),
-    ("ops/engine/", "plan, policy, shape pass, async/sync paths, launch", True, "#fde9d9"),
+    ("engine/", "plan, policy, shape pass, async/sync paths, launch", True, "#fde9d9"),
     ("sanitizer/", "stream race checker", False, "#fde9d9"),
     ("memory/", "device allocator, block cache, host allocator, caches", True, "#fde9d9"),
     ("runtime/", "devices, streams, events, errors, exit, fork, waits", True, "#fde9d9"),

@@ -47,7 +47,7 @@
 // Host writes: unlike CUDA, the host can write device memory directly. A fresh block may still be used
 // by work queued on its stream before its previous owner freed it (by another thread), so host code
 // that writes a fresh block without going through the stream first waits for that stream (the sync
-// path's results in ops/engine/SyncPath.cpp, resize in ops/Resize.cpp).
+// path's results in engine/SyncPath.cpp, resize in ops/Resize.cpp).
 //
 // Locks: one mutex per device guards its cache and statistics (memory/BlockCache.h). Nothing waits
 // for a device, records an event, or calls the context gatherer (which may take the GIL) while holding

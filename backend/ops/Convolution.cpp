@@ -4,7 +4,7 @@
 // convolution / convolution_backward through the general op execution: those pick CPU's convolution
 // algorithms (oneDNN, slow_conv...) when the work item runs them on CPU aliases.
 
-#include "backend/ops/engine/OpEngine.h"
+#include "backend/engine/OpEngine.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>

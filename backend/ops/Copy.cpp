@@ -9,14 +9,14 @@
 // Byte copies need both sides dense with the same layout, dtype and conj/neg bits; anything else is
 // staged (host temporaries for conversions, device kernels for strided gathers/scatters).
 
-#include "backend/ops/engine/KernelCost.h"
+#include "backend/engine/KernelCost.h"
 #include "backend/memory/HostAllocator.h"
 #include "backend/runtime/Event.h"
 #include "backend/runtime/Stream.h"
 #include "backend/runtime/SyncDebug.h"
-#include "backend/ops/engine/Arguments.h"
-#include "backend/ops/engine/KernelRanges.h"
-#include "backend/ops/engine/Launch.h"
+#include "backend/engine/Arguments.h"
+#include "backend/engine/KernelRanges.h"
+#include "backend/engine/Launch.h"
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/MemoryOverlap.h>

@@ -4,9 +4,9 @@
 // device's generator when it is issued (Note [Random ops take their seed at enqueue time]), the masks
 // follow the openreg seed and the program order only. Semantics follow the CPU kernel. On the virtual
 // clock the four kernels cost CUDA's one fused dropout kernel: the input read once, the output and the
-// bool mask written (Note [Kernels CUDA fuses] in ops/engine/KernelCost.cpp).
+// bool mask written (Note [Kernels CUDA fuses] in engine/KernelCost.cpp).
 
-#include "backend/ops/engine/FusedKernel.h"
+#include "backend/engine/FusedKernel.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>

@@ -1,13 +1,13 @@
 // Factory kernels for openreg: empty / empty_strided allocate through the caching device allocator on
 // the requested device; fill_ is enqueued on the current stream like any kernel (launch_kernel).
 
-#include "backend/ops/engine/KernelCost.h"
+#include "backend/engine/KernelCost.h"
 #include "backend/memory/DeviceAllocator.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
-#include "backend/ops/engine/Arguments.h"
-#include "backend/ops/engine/KernelRanges.h"
-#include "backend/ops/engine/Launch.h"
+#include "backend/engine/Arguments.h"
+#include "backend/engine/KernelRanges.h"
+#include "backend/engine/Launch.h"
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/EmptyTensor.h>

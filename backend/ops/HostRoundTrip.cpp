@@ -1,5 +1,5 @@
 #include "backend/ops/HostRoundTrip.h"
-#include "backend/ops/engine/OpEngine.h"
+#include "backend/engine/OpEngine.h"
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/SparseCsrTensorUtils.h>

@@ -30,7 +30,7 @@
 // Sparse compressed layouts (CSR, CSC, BSR, BSC) stay refused at the call (OpCoverage.cpp).
 
 #include "backend/ops/HostRoundTrip.h"
-#include "backend/ops/engine/OpEngine.h"
+#include "backend/engine/OpEngine.h"
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/SparseTensorImpl.h>

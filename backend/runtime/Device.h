@@ -45,7 +45,7 @@ OPENREG_BACKEND_API void set_device(c10::DeviceIndex index);
 OPENREG_BACKEND_API c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 
 //! The sim device (started on first use; checked). For the layers that own a sim concept (runtime/,
-//! memory/, ops/engine/: see docs/design.md) and for tests.
+//! memory/, engine/: see docs/design.md) and for tests.
 OPENREG_BACKEND_API ::openreg::sim::Device& sim_device(c10::DeviceIndex index);
 //! Whether the device has started (a "primary context", in CUDA's words); checked, starts nothing.
 OPENREG_BACKEND_API bool device_started(c10::DeviceIndex index);

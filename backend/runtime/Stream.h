@@ -43,7 +43,7 @@ class OPENREG_BACKEND_API OpenRegStream {
   c10::StreamId id() const noexcept { return stream_.id(); }
 
   //! The sim stream behind the handle (no lookup), as CUDAStream::stream() gives the cudaStream_t: for
-  //! the layers that own a sim concept (runtime/, memory/, ops/engine/), which include its header.
+  //! the layers that own a sim concept (runtime/, memory/, engine/), which include its header.
   ::openreg::sim::Stream& sim() const noexcept { return *sim_; }
   //! The sim stream's address as torch's opaque native handle (Stream.native_handle).
   void* native_handle() const noexcept { return sim_; }

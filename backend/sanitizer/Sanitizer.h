@@ -7,10 +7,10 @@
 // a static flag and a branch when the checker is off (relaxed: the flag is set before first use, by
 // the environment when the runtime starts or by torch.openreg.sanitizer.enable(), and nothing else is published
 // through it). Where the hooks are:
-//   ops/engine/OpEngine.cpp   every op's arguments by the schema's write flags (on_op), before any
+//   engine/OpEngine.cpp   every op's arguments by the schema's write flags (on_op), before any
 //                             path runs, and its fresh outputs after (on_outputs);
-//   ops/engine/SyncPath.cpp   the host waits for the stream (on_host_wait);
-//   ops/engine/FastKernels.cpp the fast kernels' operands (on_kernel);
+//   engine/SyncPath.cpp   the host waits for the stream (on_host_wait);
+//   engine/FastKernels.cpp the fast kernels' operands (on_kernel);
 //   ops/Copy.cpp, Factory.cpp copy_ on both devices and fill_; blocking copies wait (on_host_wait);
 //   registration/Guard.cpp    event record / wait / synchronize / query, stream synchronize / query;
 //   the runtime and memory layers, which sit below the checker, report through the runtime observer

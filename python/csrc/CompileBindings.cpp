@@ -1,8 +1,8 @@
 // torch_openreg._C._compiled_kernel_launcher(): the address of the C entry point through which Inductor's
-// generated kernel modules enqueue their kernels (backend/ops/engine/CompiledKernels.h), and
+// generated kernel modules enqueue their kernels (backend/engine/CompiledKernels.h), and
 // _set_next_compiled_kernel_bytes, the next kernel's bytes for virtual time.
 
-#include "backend/ops/engine/CompiledKernels.h"
+#include "backend/engine/CompiledKernels.h"
 
 #include <torch/csrc/utils/pybind.h>
 

@@ -6,9 +6,9 @@
 
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
-#include "backend/ops/engine/KernelCost.h"
-#include "backend/ops/engine/KernelRanges.h"
-#include "backend/ops/engine/OptimizerStep.h"
+#include "backend/engine/KernelCost.h"
+#include "backend/engine/KernelRanges.h"
+#include "backend/engine/OptimizerStep.h"
 #include "backend/runtime/VirtualTime.h"
 
 #include <torch/csrc/Exceptions.h>
@@ -96,7 +96,7 @@ void bind_device(py::module_& m) {
           }
           return true;
         }));
-  // Note [Optimizer steps on the virtual clock] (backend/ops/engine/KernelCost.cpp).
+  // Note [Optimizer steps on the virtual clock] (backend/engine/KernelCost.cpp).
   m.def("_set_in_optimizer_step", [](bool inside) { at::openreg::set_in_optimizer_step(inside); });
   m.def("_virtual_now_ns", torch::wrap_pybind_function([] { return ore::virtual_now_ns(); }));
   m.def("_virtual_device_time", torch::wrap_pybind_function([](std::int64_t device) {

@@ -50,7 +50,7 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // (Note [TBB worker budget]): the market gives idle workers to arenas with queued tasks and takes them
 // back when an arena runs dry, so every busy lane runs, and busy devices share the cores. Intra-op
 // parallelism inside a kernel sizes itself from the kernels running at once (backend
-// ops/engine/ExecuteThreads.cpp), so one busy stream's kernels use every core through their OpenMP
+// engine/ExecuteThreads.cpp), so one busy stream's kernels use every core through their OpenMP
 // team, and two devices' kernels split them.
 // Correctness does not depend on the market's timing: every task is enqueued (oneTBB guarantees
 // enqueued tasks progress even when the market gives the arena no worker at first), and every lane can
@@ -78,7 +78,7 @@ void set_compute_thread_idle_hook(void (*hook)()) noexcept { g_idle_hook.store(h
 // A stream that ends a drain slice with no other stream of its device ready re-queues itself on the
 // lane it is draining on, if that lane has no other task. Sent to the least loaded lane instead (the
 // other one: its own lane still counted the finishing task), a lone busy stream moved to another
-// worker every slice. Each worker that runs kernels owns an OpenMP team (backend ops/engine/ExecuteThreads.cpp),
+// worker every slice. Each worker that runs kernels owns an OpenMP team (backend engine/ExecuteThreads.cpp),
 // so two teams were alive on a 2-core machine, which makes libgomp cut every team's spin-wait to a
 // few iterations (it does once its threads outnumber the cores): the team's threads slept at each
 // barrier and the kernels paid a futex wake per parallel region; and the worker that left its lane

@@ -35,7 +35,7 @@
 // How many host threads sleep waiting for device work: kernels' thread teams were once sized by it (a
 // kernel took the sleeping host's core); they no longer are, since whether the host sleeps when a kernel
 // starts is the machine's timing (Note [A kernel's team is decided at issue] in
-// backend/ops/engine/ExecuteThreads.cpp). It stays a momentary figure for tools and tests. Every host
+// backend/engine/ExecuteThreads.cpp). It stays a momentary figure for tools and tests. Every host
 // wait for device work ends in ProgressCounter's sleeping branch (the synchronize() entry points, event
 // waits, and the launch queue's bound), which counts the thread here for as long as it sleeps. The
 // brief spin before it is not counted: a thread that spins still holds its core. Compute threads never

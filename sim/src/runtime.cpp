@@ -39,7 +39,7 @@ namespace {
 // scheduler slice. The sim stress test (3 devices x 2 lanes, 3 workers) then spent 360k context
 // switches in those yields and took 12 s instead of 0.9 s (tests/support/hang_watch.sh); with a worker
 // per lane, 3 s and 27k switches. Kernels that run at once share the cores through their intra-op
-// thread counts (backend ops/engine/ExecuteThreads.cpp), which count running kernels, not workers.
+// thread counts (backend engine/ExecuteThreads.cpp), which count running kernels, not workers.
 // Our arenas reserve no slot for host threads, so all device work runs on workers, and TBB counts the
 // master in its limit ("+1"). One global_control, re-created whenever a runtime comes or goes; the new
 // control is built before the old one is dropped and TBB applies the smallest live value, so the limit

@@ -85,7 +85,7 @@ namespace openreg::sim {
 // timing.region() breaks each device's time into op classes, so a user sees why a step takes what it
 // takes: matmul, attention, optimizer and memory-bound kernels (a kernel's class is decided with its
 // cost by the op that launches it: KernelClass in openreg/sim/cost.h, set by
-// backend/ops/engine/KernelCost.cpp), copies, exposed communication and idle. Items of two streams,
+// backend/engine/KernelCost.cpp), copies, exposed communication and idle. Items of two streams,
 // the copy engines and collectives overlap on a device's timeline, so each instant of it counts once,
 // for the first of these that holds:
 //  1. a kernel runs: the first of matmul, attention, optimizer, memory-bound among the classes of the

@@ -1,7 +1,7 @@
 """Copies and fills that are still pending when Python lets go of their tensors.
 
 Work items keep the host memory they touch alive and never hold tensors (Note [Work items hold CPU
-aliases, not tensors] in backend/ops/engine/AsyncPath.cpp): a device thread that dropped the last reference to a
+aliases, not tensors] in backend/engine/AsyncPath.cpp): a device thread that dropped the last reference to a
 tensor Python had released would take the GIL, and at interpreter exit abort the process. A freed device
 block is reused only by later work on its own stream (Note [Stream-ordered device memory] in
 backend/memory/DeviceAllocator.cpp), so pending work on it stays correct. The exit tests run in a

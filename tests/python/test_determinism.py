@@ -1,6 +1,6 @@
 """One seed, one result: a seeded training step gives bit-identical values on every run, on a quiet or a
 loaded machine and under schedule fuzzing (Note [A kernel's team is decided at issue] in
-backend/ops/engine/ExecuteThreads.cpp). Kernels' thread teams once followed what ran at that instant,
+backend/engine/ExecuteThreads.cpp). Kernels' thread teams once followed what ran at that instant,
 and reductions group their partial sums by the team: 1 run in 10 gave another loss in its last digits."""
 
 from __future__ import annotations

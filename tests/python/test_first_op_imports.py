@@ -1,6 +1,6 @@
 """The first ops on openreg do not import torch._dynamo and sympy (0.3 to 1 s), as on CUDA.
 
-Their Meta kernels are Python references; Note [Meta kernels written in Python] (backend/ops/engine/ShapePass.cpp).
+Their Meta kernels are Python references; Note [Meta kernels written in Python] (backend/engine/ShapePass.cpp).
 """
 
 import pytest

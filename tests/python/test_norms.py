@@ -4,7 +4,7 @@ Two bugs made them differ silently: PyTorch picks an op's CompositeExplicitAutog
 PrivateUse1 tensor over the backend's fallback, so native_layer_norm, native_group_norm and addr ran as
 other ops (rounding differently in float16/bfloat16), and layer norm's decomposition reached training
 batch norm's out= kernel, which CPU computes wrongly for inputs that are neither contiguous nor
-channels-last (kFunctionalKernel and kOutKernelDiffers in backend/ops/engine/OpPolicy.cpp).
+channels-last (kFunctionalKernel and kOutKernelDiffers in backend/engine/OpPolicy.cpp).
 """
 
 import pytest

@@ -193,7 +193,7 @@ def _first_samples(dtype):
 
 
 # float32 (what models run) and bool (the type CPU kernels refuse most). float16, int64 and complex64
-# pass too (about a minute more on 2 cores): add them here when changing the probe in ops/engine/OpCoverage.cpp.
+# pass too (about a minute more on 2 cores): add them here when changing the probe in engine/OpCoverage.cpp.
 SWEEP_DTYPES = [torch.float32, torch.bool]
 
 

@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # The backend's layers, bottom to top (docs/design.md). A file's layer is the longest matching folder.
-BACKEND_LAYERS = ["runtime", "memory", "sanitizer", "ops/engine", "ops", "profiler", "registration"]
+BACKEND_LAYERS = ["runtime", "memory", "sanitizer", "engine", "ops", "profiler", "registration"]
 # The layers that may include the sim's headers.
-SIM_LAYERS = {"runtime", "memory", "ops/engine"}
+SIM_LAYERS = {"runtime", "memory", "engine"}
 BACKEND_BASE = {"backend/Export.h"}
 
 CPP_SUFFIXES = {".h", ".hpp", ".cpp", ".cc"}

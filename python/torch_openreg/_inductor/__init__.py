@@ -4,7 +4,7 @@ Note [Compiled kernels are stream work items]
 Inductor's C++ backend compiles each fused kernel into a small Python extension whose entry parses
 its arguments (tensor data pointers, sizes, scalars) and calls the kernel. For openreg kernels the
 entry instead packs the parsed arguments and hands them to openreg_launch_compiled_kernel
-(backend/ops/engine/CompiledKernels.cpp), which enqueues the kernel on the current stream of the current
+(backend/engine/CompiledKernels.cpp), which enqueues the kernel on the current stream of the current
 openreg device through the backend's launch helper: a compiled call returns once its kernels are
 queued, runs in stream order with eager work (inside ``with torch.openreg.stream(s)`` on ``s``), takes
 its share of the device's compute threads, and a failing kernel is reported at the next
@@ -12,7 +12,7 @@ synchronization with its name, like an eager kernel. Device threads never take t
 closure holds only raw pointers and numbers.
 
 Raw pointers are enough for the same reason they are for eager work items (Note [Work items hold CPU
-aliases, not tensors] in backend/ops/engine/AsyncPath.cpp): the allocator is stream-ordered, so a
+aliases, not tensors] in backend/engine/AsyncPath.cpp): the allocator is stream-ordered, so a
 buffer the wrapper frees after enqueueing a kernel is reused only by later work on the same stream,
 as on CUDA; a tensor used on another stream needs record_stream, as on CUDA.
 

@@ -73,7 +73,7 @@ def _read_profile() -> None:
     _on = _C._device_profile() is not None
     if _on:
         # A region's breakdown counts an optimizer step's kernels as the optimizer's (Note [Optimizer
-        # steps on the virtual clock] in backend/ops/engine/KernelCost.cpp): torch.optim's global hooks
+        # steps on the virtual clock] in backend/engine/KernelCost.cpp): torch.optim's global hooks
         # mark the thread around every step. Only with a profile: nothing else reads the mark.
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -174,7 +174,7 @@ class Breakdown:
     memory_bound: float = 0.0
     #: The optimizer step's kernels: fused optimizers', and the elementwise kernels of any torch.optim
     #: step (foreach, torch.optim's default, or single-tensor), which torch.optim's step hooks mark
-    #: (Note [Optimizer steps on the virtual clock] in backend/ops/engine/KernelCost.cpp).
+    #: (Note [Optimizer steps on the virtual clock] in backend/engine/KernelCost.cpp).
     optimizer: float = 0.0
     #: Copies on the copy engines with no kernel beside them.
     copies: float = 0.0

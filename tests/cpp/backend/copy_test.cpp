@@ -142,7 +142,7 @@ TEST(CopyTest, PendingKernelsKeepTheMetadataTheyWereEnqueuedWith) {
 }
 
 // Work items own neither the caller's tensors nor device memory (Note [Work items hold CPU aliases,
-// not tensors] in backend/ops/engine/AsyncPath.cpp): a tensor Python also knows must not lose its last
+// not tensors] in backend/engine/AsyncPath.cpp): a tensor Python also knows must not lose its last
 // reference on a device thread, and a freed device block is reused in stream order. Host memory a copy
 // reads or writes stays alive until the copy ran.
 TEST(CopyTest, PendingWorkHoldsNeitherTensorsNorDeviceMemory) {

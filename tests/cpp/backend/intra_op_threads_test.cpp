@@ -1,10 +1,10 @@
-// A kernel's intra-op team (backend/ops/engine/ExecuteThreads.h) is decided at issue from the program's
+// A kernel's intra-op team (backend/engine/ExecuteThreads.h) is decided at issue from the program's
 // issue order, never from the machine's timing (Note [A kernel's team is decided at issue]): every core
 // but the issuing host's for a short kernel, every core for a long one (Note [The issuing host keeps a
 // core]), split between the device's recently used streams and the devices the process has used (Note
 // [Devices that share the cores]). The tests run in this order: device 1 is first used by the last one.
 
-#include "backend/ops/engine/ExecuteThreads.h"
+#include "backend/engine/ExecuteThreads.h"
 #include "backend/runtime/Device.h"
 
 #include <ATen/Parallel.h>

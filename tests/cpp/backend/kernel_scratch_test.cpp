@@ -4,7 +4,7 @@
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
 #include "backend/memory/KernelScratch.h"
-#include "backend/ops/engine/Launch.h"
+#include "backend/engine/Launch.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>

@@ -6,7 +6,7 @@
 
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
-#include "backend/ops/engine/Arguments.h"
+#include "backend/engine/Arguments.h"
 
 #include <openreg/sim/stream.h>
 

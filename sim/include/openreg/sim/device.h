@@ -19,7 +19,7 @@ class CopyEngine;  // private to the library
 //! Installs `hook` (nullptr: none), called on a compute thread each time it leaves a device's arena
 //! because that device has no more work for it for now. For per-thread resources that a kernel
 //! library keeps between kernels and that cost the rest of the process while they live (an OpenMP
-//! team: see backend/ops/engine/ExecuteThreads.cpp). It must not throw or block on device work. Any thread,
+//! team: see backend/engine/ExecuteThreads.cpp). It must not throw or block on device work. Any thread,
 //! any time; devices read it at each exit.
 OPENREG_SIM_API void set_compute_thread_idle_hook(void (*hook)()) noexcept;
 

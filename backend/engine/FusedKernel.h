@@ -1,6 +1,6 @@
 #pragma once
 // Costing an op that openreg builds from several kernels as the one kernel CUDA runs for it (Note
-// [Kernels CUDA fuses] in ops/engine/KernelCost.cpp).
+// [Kernels CUDA fuses] in engine/KernelCost.cpp).
 //
 // Thread-safety: the scope is the calling thread's; kernels issued by other threads are not in it.
 

@@ -7,8 +7,8 @@
 //
 // Thread-safety: callable from any host thread.
 
-#include "backend/ops/engine/OpPlan.h"
-#include "backend/ops/engine/ShapePass.h"
+#include "backend/engine/OpPlan.h"
+#include "backend/engine/ShapePass.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>

@@ -1,4 +1,4 @@
-#include "backend/ops/engine/ShapePassCache.h"
+#include "backend/engine/ShapePassCache.h"
 
 #include <cstring>
 #include <unordered_map>

@@ -20,7 +20,7 @@
 //
 // Thread-safety: a converter is used by one thread at a time; the rest are pure functions.
 
-#include "backend/ops/engine/OpPlan.h"
+#include "backend/engine/OpPlan.h"
 #include "backend/runtime/Capture.h"
 
 #include <ATen/core/Tensor.h>

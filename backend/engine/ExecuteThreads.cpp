@@ -1,4 +1,4 @@
-#include "backend/ops/engine/ExecuteThreads.h"
+#include "backend/engine/ExecuteThreads.h"
 
 #include "backend/runtime/Device.h"
 
@@ -195,7 +195,7 @@ int team_at_issue(int device, std::int64_t stream, int compute_threads, bool lon
 IntraOpThreadsScope::IntraOpThreadsScope(int threads) : threads_(std::max(1, threads)) { set_thread_count(threads_); }
 
 // Note [Host threads open no OpenMP teams]
-// The host runs CPU kernels on stand-ins to learn about an op: the coverage probe (ops/engine/OpCoverage.cpp)
+// The host runs CPU kernels on stand-ins to learn about an op: the coverage probe (engine/OpCoverage.cpp)
 // and the shape pass on scratch data (ShapePass.cpp). Run with the thread's usual OpenMP count, a
 // probe on a large tensor opened a team on the main thread, and a probe during backward one on the
 // autograd thread. Those teams outlive the call, and libgomp counts their threads against the cores

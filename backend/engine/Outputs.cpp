@@ -1,6 +1,6 @@
-#include "backend/ops/engine/Outputs.h"
+#include "backend/engine/Outputs.h"
 
-#include "backend/ops/engine/Arguments.h"
+#include "backend/engine/Arguments.h"
 
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/TensorImpl.h>

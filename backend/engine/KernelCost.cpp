@@ -1,6 +1,6 @@
-#include "backend/ops/engine/KernelCost.h"
-#include "backend/ops/engine/FusedKernel.h"
-#include "backend/ops/engine/OptimizerStep.h"
+#include "backend/engine/KernelCost.h"
+#include "backend/engine/FusedKernel.h"
+#include "backend/engine/OptimizerStep.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>

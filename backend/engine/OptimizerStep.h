@@ -1,6 +1,6 @@
 #pragma once
 // Whether the calling thread is inside an optimizer's step (Note [Optimizer steps on the virtual clock]
-// in ops/engine/KernelCost.cpp): the layer above says so around torch.optim's steps, and the kernel
+// in engine/KernelCost.cpp): the layer above says so around torch.optim's steps, and the kernel
 // costs made on this thread meanwhile count their memory-bound kernels as the optimizer's.
 //
 // Thread-safety: a thread-local flag; each thread sets and reads its own.

@@ -5,8 +5,8 @@
 //
 // Thread-safety: host-side only (the caller's thread); functions touch only the tensors given.
 
-#include "backend/ops/engine/OpPlan.h"
-#include "backend/ops/engine/ShapePassCache.h"
+#include "backend/engine/OpPlan.h"
+#include "backend/engine/ShapePassCache.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>

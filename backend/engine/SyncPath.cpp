@@ -3,10 +3,10 @@
 
 #include "backend/runtime/Stream.h"
 #include "backend/runtime/SyncDebug.h"
-#include "backend/ops/engine/Arguments.h"
-#include "backend/ops/engine/ExecutionPaths.h"
-#include "backend/ops/engine/KernelRanges.h"
-#include "backend/ops/engine/Outputs.h"
+#include "backend/engine/Arguments.h"
+#include "backend/engine/ExecutionPaths.h"
+#include "backend/engine/KernelRanges.h"
+#include "backend/engine/Outputs.h"
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/CPUGeneratorImpl.h>

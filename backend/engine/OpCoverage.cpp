@@ -1,10 +1,10 @@
-// See Note [Op coverage is decided at the call] in ops/engine/OpCoverage.h.
+// See Note [Op coverage is decided at the call] in engine/OpCoverage.h.
 
-#include "backend/ops/engine/OpCoverage.h"
-#include "backend/ops/engine/Launch.h"
-#include "backend/ops/engine/ExecuteThreads.h"
+#include "backend/engine/OpCoverage.h"
+#include "backend/engine/Launch.h"
+#include "backend/engine/ExecuteThreads.h"
 
-#include "backend/ops/engine/Arguments.h"
+#include "backend/engine/Arguments.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>

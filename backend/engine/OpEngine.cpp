@@ -39,12 +39,12 @@
 // with it.
 
 #include "backend/runtime/Device.h"
-#include "backend/ops/engine/OpCoverage.h"
-#include "backend/ops/engine/Arguments.h"
-#include "backend/ops/engine/ExecutionPaths.h"
-#include "backend/ops/engine/OpEngine.h"
-#include "backend/ops/engine/OpPlan.h"
-#include "backend/ops/engine/OpPolicy.h"
+#include "backend/engine/OpCoverage.h"
+#include "backend/engine/Arguments.h"
+#include "backend/engine/ExecutionPaths.h"
+#include "backend/engine/OpEngine.h"
+#include "backend/engine/OpPlan.h"
+#include "backend/engine/OpPolicy.h"
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,7 +1,7 @@
-#include "backend/ops/engine/CompiledKernels.h"
+#include "backend/engine/CompiledKernels.h"
 
-#include "backend/ops/engine/KernelCost.h"
-#include "backend/ops/engine/Launch.h"
+#include "backend/engine/KernelCost.h"
+#include "backend/engine/Launch.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
 

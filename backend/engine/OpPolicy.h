@@ -9,7 +9,7 @@
 //  - kShapePassDisagreesUnlessArg: the same, but only when the named bool argument is false (batch
 //    norm outside training returns empty saved statistics on CPU, its Meta kernel sizes them).
 //  - kMakesQuantized / kMakesSparse (matched by name prefix): the op turns dense tensors into quantized
-//    or sparse compressed ones, which openreg does not have: refused at the call (ops/engine/OpCoverage.h).
+//    or sparse compressed ones, which openreg does not have: refused at the call (engine/OpCoverage.h).
 //  - kChecksOnCpu: CUDA checks the arguments on the host (index_put's index broadcast and value shape,
 //    masked_scatter's broadcast), the op's Meta kernel does not: the shape pass runs CPU's kernel on
 //    zeroed scratch and its error is the call's (Note [Host-side checks at the call] in ShapePass.cpp).
@@ -32,7 +32,7 @@
 //
 // Thread-safety: all functions are pure; callable from any thread.
 
-#include "backend/ops/engine/OpPlan.h"
+#include "backend/engine/OpPlan.h"
 
 #include <string_view>
 #include <vector>

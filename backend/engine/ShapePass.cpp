@@ -1,10 +1,10 @@
-#include "backend/ops/engine/ShapePass.h"
-#include "backend/ops/engine/Launch.h"
+#include "backend/engine/ShapePass.h"
+#include "backend/engine/Launch.h"
 
-#include "backend/ops/engine/ExecuteThreads.h"
+#include "backend/engine/ExecuteThreads.h"
 
-#include "backend/ops/engine/Arguments.h"
-#include "backend/ops/engine/Outputs.h"
+#include "backend/engine/Arguments.h"
+#include "backend/engine/Outputs.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/stack.h>

@@ -4,7 +4,7 @@
 // when what it reads holds the values a GPU would hold. Gathered only in that mode; elsewhere every
 // call here is a load and a branch.
 
-#include "backend/ops/engine/Launch.h"
+#include "backend/engine/Launch.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>

@@ -1,6 +1,6 @@
-#include "backend/ops/engine/OpPolicy.h"
+#include "backend/engine/OpPolicy.h"
 
-#include "backend/ops/engine/Arguments.h"
+#include "backend/engine/Arguments.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/enum_tag.h>

@@ -7,12 +7,12 @@
 //  - an op with no CPU kernel (decided once per operator: OpPlan::coverage);
 //  - an op whose CPU kernel refuses the argument types (no dtype branch: learned by running the kernel
 //    once per op and argument types on host stand-ins, Note [Probing CPU kernels for the argument
-//    types] in ops/engine/OpCoverage.cpp);
+//    types] in engine/OpCoverage.cpp);
 //  - an op that makes quantized or sparse tensors (openreg has dense tensors only; listed in the
 //    policy table, Note [Op policy: every per-op special case in one table] in engine/OpPolicy.h).
 // Sparse and quantized tensors themselves are refused by fallbacks on their dispatch keys.
 
-#include "backend/ops/engine/OpPlan.h"
+#include "backend/engine/OpPlan.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>

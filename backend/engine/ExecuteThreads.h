@@ -12,7 +12,7 @@
 // nthreads ICV of the calling thread), and MKL likewise has a per-thread setting. A kernel's team is
 // decided when it is issued, from the program's issue order, so that its results (a reduction's
 // grouping follows the team) are the same on every run (Note [A kernel's team is decided at issue] in
-// ops/engine/ExecuteThreads.cpp): every core of the device's cap but the issuing host's (Note [The
+// engine/ExecuteThreads.cpp): every core of the device's cap but the issuing host's (Note [The
 // issuing host keeps a core]), split between the device's recently used streams and the devices the
 // process has used (Note [Devices that share the cores]).
 //
@@ -45,7 +45,7 @@ class OPENREG_BACKEND_API IntraOpThreadsScope {
 
 //! Runs CPU kernels on the calling host thread (main or autograd) with one OpenMP/MKL thread for its
 //! lifetime, then restores the thread's count (Note [Host threads open no OpenMP teams] in
-//! ops/engine/ExecuteThreads.cpp). For kernels the host runs only to learn something about an op (the coverage
+//! engine/ExecuteThreads.cpp). For kernels the host runs only to learn something about an op (the coverage
 //! probe, the shape pass on scratch data), never for the program's own work.
 class OPENREG_BACKEND_API SerialHostKernelScope {
  public:

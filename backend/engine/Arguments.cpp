@@ -1,4 +1,4 @@
-#include "backend/ops/engine/Arguments.h"
+#include "backend/engine/Arguments.h"
 
 #include "backend/runtime/Generator.h"
 

@@ -4,7 +4,7 @@
 // byte copies on the stream's copy engine, keep_until_done for host memory a copy
 // uses. Every kernel path (the async path's work items, the fast kernels, copies, fill_) enqueues its kernel
 // through launch_kernel, which owns what every kernel needs on the device thread:
-//  - its intra-op team (IntraOpThreadsScope, ops/engine/ExecuteThreads.h), decided on the host when the
+//  - its intra-op team (IntraOpThreadsScope, engine/ExecuteThreads.h), decided on the host when the
 //    kernel is issued, so that its results do not depend on the machine's timing (team_at_issue);
 //  - recycled memory for its large CPU allocations (KernelScratchScope, Note [Kernel scratch memory]
 //    in memory/KernelScratch.cpp);
@@ -22,7 +22,7 @@
 #include "backend/runtime/Capture.h"
 #include "backend/runtime/SimErrors.h"
 #include "backend/runtime/Stream.h"
-#include "backend/ops/engine/ExecuteThreads.h"
+#include "backend/engine/ExecuteThreads.h"
 #include "backend/memory/KernelScratch.h"
 
 #include <c10/util/Exception.h>
@@ -140,11 +140,11 @@ void capture_kernel(const c10::openreg::OpenRegStream& stream, const char* name,
 
 //! Enqueues `kernel` (a movable `void()` callable) on `stream` under the name `name` (a literal
 //! or an interned name: it must outlive the item). `cost` (a callable returning sim::KernelCost,
-//! ops/engine/KernelCost.h) is what the kernel costs on the device profile: it is called only when one
+//! engine/KernelCost.h) is what the kernel costs on the device profile: it is called only when one
 //! is set (virtual time, Note [Virtual time] in sim/src/virtual_clock.cpp); without `cost` a kernel
 //! takes the profile's minimum time. On a capturing stream the kernel is recorded into the graph
 //! instead; `seed` says where a random kernel's seed came from, so that replays draw new numbers.
-//! `access` (KernelRanges, ops/engine/KernelRanges.h) says what the kernel reads and writes, for
+//! `access` (KernelRanges, engine/KernelRanges.h) says what the kernel reads and writes, for
 //! timing-only execution (Note [Values in timing-only execution] in sim/src/stream.cpp); null outside
 //! it, or where the caller cannot say.
 template <typename Kernel, typename CostFn = std::nullptr_t>

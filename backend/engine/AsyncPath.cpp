@@ -2,13 +2,13 @@
 // work item on the current stream of the op's device.
 
 #include "backend/runtime/Stream.h"
-#include "backend/ops/engine/KernelCost.h"
-#include "backend/ops/engine/Arguments.h"
-#include "backend/ops/engine/ExecutionPaths.h"
-#include "backend/ops/engine/KernelRanges.h"
-#include "backend/ops/engine/Launch.h"
-#include "backend/ops/engine/Outputs.h"
-#include "backend/ops/engine/ShapePass.h"
+#include "backend/engine/KernelCost.h"
+#include "backend/engine/Arguments.h"
+#include "backend/engine/ExecutionPaths.h"
+#include "backend/engine/KernelRanges.h"
+#include "backend/engine/Launch.h"
+#include "backend/engine/Outputs.h"
+#include "backend/engine/ShapePass.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/LegacyTypeDispatch.h>

@@ -36,7 +36,7 @@ struct ArgPlan {
   bool layout = false;       //!< Layout or Layout? (arrives as an int): coverage checks it
 };
 
-//! Whether openreg can run the op at all (Note [Op coverage is decided at the call] in ops/engine/OpCoverage.h).
+//! Whether openreg can run the op at all (Note [Op coverage is decided at the call] in engine/OpCoverage.h).
 enum class Coverage : std::uint8_t {
   kRuns,
   kNoCpuKernel,     //!< no CPU kernel (nor a composite one CPU inherits) to run

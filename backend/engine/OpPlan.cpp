@@ -1,6 +1,6 @@
-#include "backend/ops/engine/OpPlan.h"
+#include "backend/engine/OpPlan.h"
 
-#include "backend/ops/engine/OpPolicy.h"
+#include "backend/engine/OpPolicy.h"
 
 #include <ATen/core/enum_tag.h>
 #include <ATen/core/jit_type.h>

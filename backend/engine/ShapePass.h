@@ -7,8 +7,8 @@
 //
 // Thread-safety: callable from any host thread (the cache is per thread).
 
-#include "backend/ops/engine/OpPlan.h"
-#include "backend/ops/engine/ShapePassCache.h"
+#include "backend/engine/OpPlan.h"
+#include "backend/engine/ShapePassCache.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>

@@ -19,12 +19,12 @@
 #include "backend/memory/DeviceAllocator.h"
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
-#include "backend/ops/engine/KernelCost.h"
+#include "backend/engine/KernelCost.h"
 #include <ATen/Context.h>
-#include "backend/ops/engine/Arguments.h"
-#include "backend/ops/engine/KernelRanges.h"
-#include "backend/ops/engine/Launch.h"
-#include "backend/ops/engine/OpEngine.h"
+#include "backend/engine/Arguments.h"
+#include "backend/engine/KernelRanges.h"
+#include "backend/engine/Launch.h"
+#include "backend/engine/OpEngine.h"
 #include "backend/sanitizer/Sanitizer.h"
 
 #include <ATen/EmptyTensor.h>
@@ -261,7 +261,7 @@ const char* in_place_name(FastOp op) {
   return (*names)[static_cast<std::size_t>(op)].c_str();
 }
 
-// What a fast kernel costs on the device profile (ops/engine/KernelCost.h): the bytes it reads and
+// What a fast kernel costs on the device profile (engine/KernelCost.h): the bytes it reads and
 // writes, and a matmul's FLOPs.
 ::openreg::sim::KernelCost fast_cost(const ElementwiseKernel& k) {
   const double tensor = static_cast<double>(k.numel) * static_cast<double>(c10::elementSize(k.dtype));
@@ -282,7 +282,7 @@ const char* in_place_name(FastOp op) {
 }
 
 //! Enqueues a fast kernel on `on`'s device; `reads` and `writes` are the tensors whose values it reads
-//! and the ones it writes (timing-only execution's values: ops/engine/KernelRanges.h).
+//! and the ones it writes (timing-only execution's values: engine/KernelRanges.h).
 template <typename Kernel>
 void launch(FastOp op, const at::Tensor& on, Kernel kernel, std::initializer_list<const at::Tensor*> reads,
             std::initializer_list<const at::Tensor*> writes) {

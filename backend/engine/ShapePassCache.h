@@ -8,7 +8,7 @@
 //
 // Thread-safety: the cache is per host thread (no locks); entries are immutable once stored.
 
-#include "backend/ops/engine/OpPlan.h"
+#include "backend/engine/OpPlan.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
