@@ -142,13 +142,18 @@ TEST_F(VirtualTime, ACollectiveEndsWhereItWasPlacedAndSlowsTheKernelsBesideIt) {
 }
 
 // A wait the program did not make (the library's communication thread) leaves the host clock alone.
-TEST_F(VirtualTime, AnUntimedSynchronizeLeavesTheHostClockWhereItWas) {
-  Runtime runtime(profiled(1));
-  const DeviceProfile& p = *runtime.profile();
+// An event recorded after a 5 ms kernel on a new stream of device 0.
+std::shared_ptr<Event> record_after_a_long_kernel(Runtime& runtime) {
   auto s = runtime.device(0).create_stream();
   auto e = Event::create();
-  s->launch("long", [] {}, gemm(5.0, p));
+  s->launch("long", [] {}, gemm(5.0, *runtime.profile()));
   s->record(e);
+  return e;
+}
+
+TEST_F(VirtualTime, AnUntimedSynchronizeLeavesTheHostClockWhereItWas) {
+  Runtime runtime(profiled(1));
+  auto e = record_after_a_long_kernel(runtime);
   const std::int64_t before = runtime.virtual_now_ns();
   e->synchronize_untimed();
   EXPECT_EQ(runtime.virtual_now_ns(), before);
@@ -160,11 +165,7 @@ TEST_F(VirtualTime, AnUntimedSynchronizeLeavesTheHostClockWhereItWas) {
 // GPU has not reached by the host's virtual time is not done, and asking moves no clock.
 TEST_F(VirtualTime, AnUntimedQueryIsDoneOnlyWhenTheModelledGpuIsThere) {
   Runtime runtime(profiled(1));
-  const DeviceProfile& p = *runtime.profile();
-  auto s = runtime.device(0).create_stream();
-  auto e = Event::create();
-  s->launch("long", [] {}, gemm(5.0, p));
-  s->record(e);
+  auto e = record_after_a_long_kernel(runtime);
   e->synchronize_untimed();  // the device thread has run it
   const std::int64_t before = runtime.virtual_now_ns();
   EXPECT_FALSE(e->query_untimed());
