@@ -5,6 +5,8 @@
 #include "backend/runtime/Device.h"
 #include "backend/runtime/Stream.h"
 
+#include <openreg/sim/stream.h>
+
 #include <utility>
 
 namespace {
@@ -63,5 +65,10 @@ std::uintptr_t compiled_kernel_launcher_address() noexcept {
 }
 
 void set_next_compiled_kernel_bytes(double bytes) noexcept { tl_next_bytes = bytes; }
+
+void launch_unbuilt_compiled_kernel(const std::string& name) {
+  // The name is interned: it must outlive the item, and a process launches each kernel's name many times.
+  openreg_launch_compiled_kernel([](void*) {}, nullptr, nullptr, ::openreg::sim::intern_name(name.c_str()));
+}
 
 }  // namespace at::openreg

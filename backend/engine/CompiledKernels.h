@@ -10,6 +10,7 @@
 #include "backend/Export.h"
 
 #include <cstdint>
+#include <string>
 
 namespace at::openreg {
 
@@ -20,5 +21,10 @@ OPENREG_BACKEND_API std::uintptr_t compiled_kernel_launcher_address() noexcept;
 //! generated wrapper passes before the call when a device profile is set): its cost in virtual time
 //! (Note [Compiled kernels in virtual time] in python/torch_openreg/_inductor/__init__.py).
 OPENREG_BACKEND_API void set_next_compiled_kernel_bytes(double bytes) noexcept;
+
+//! Timing-only execution: enqueues, as openreg_launch_compiled_kernel would, a compiled kernel that was
+//! never built: under its name, with the cost the wrapper set, running nothing (Note [Compiled kernels
+//! in timing-only execution] in python/torch_openreg/_inductor/__init__.py).
+OPENREG_BACKEND_API void launch_unbuilt_compiled_kernel(const std::string& name);
 
 }  // namespace at::openreg

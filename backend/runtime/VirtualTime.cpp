@@ -36,6 +36,7 @@ bool timing_only_execution() {
 }
 
 std::size_t timing_only_moved_bytes() noexcept { return ::openreg::sim::kTimingOnlyMovedBytes; }
+std::size_t timing_only_run_kernel_bytes() noexcept { return ::openreg::sim::kTimingOnlyRunKernelBytes; }
 
 std::int64_t virtual_now_ns() { return detail::started_runtime().virtual_now_ns(); }
 

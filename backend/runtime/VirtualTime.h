@@ -40,6 +40,9 @@ OPENREG_BACKEND_API bool timing_only_execution();
 //! In timing-only execution, the largest copy from the host or collective (bytes) that still moves its
 //! data (Note [Values in timing-only execution] in sim/src/stream.cpp).
 OPENREG_BACKEND_API std::size_t timing_only_moved_bytes() noexcept;
+//! The most bytes a kernel that does not say what it reads may touch and still run in timing-only
+//! execution (sim::kTimingOnlyRunKernelBytes: compiled kernels, graph replays).
+OPENREG_BACKEND_API std::size_t timing_only_run_kernel_bytes() noexcept;
 
 //! The calling thread's virtual time, ns since the runtime started (0 without a profile).
 OPENREG_BACKEND_API std::int64_t virtual_now_ns();

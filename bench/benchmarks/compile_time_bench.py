@@ -5,6 +5,8 @@ per measurement): the forward and backward of a small GPT-style transformer (emb
 blocks with causal attention and a GELU MLP, tied head), and one AdamW step over its parameters
 (`torch.compile(opt.step)`, as PyTorch's compiled-optimizer recipe does). Compile time is the wall time of
 the first call, which traces, compiles every kernel and runs once, minus the time of a later call.
+openreg is measured twice: computing (the default), and in timing-only execution on a device profile,
+where its kernels are not built.
 
 Every measurement is a fresh child process (openreg and Inductor keep state per process), CPU and openreg
 alternating, REPEATS times each; the table shows the medians and their ratio. The default configuration
@@ -25,7 +27,10 @@ import time
 from bench.common.bench_process import ChildFailed, child_env, load_openreg, run_child, write_results
 
 PROGRAMS = ("gpt_fwd_bwd", "adamw_step")
-DEVICES = ("cpu", "openreg")
+# "openreg-timing": openreg in timing-only execution on the H100 profile, where its kernels are not built
+# (Note [Compiled kernels in timing-only execution] in python/torch_openreg/_inductor/__init__.py).
+DEVICES = ("cpu", "openreg", "openreg-timing")
+TIMING_ONLY = {"OPENREG_DEVICE_PROFILE": "h100-sxm", "OPENREG_EXECUTE": "timing"}
 
 
 def _gpt(torch):
@@ -69,6 +74,7 @@ def _child(program: str, device: str) -> dict:
     """Measures one first compile in this (fresh) process; prints the result as JSON."""
     torch = load_openreg()
     torch.manual_seed(0)
+    device = device.split("-")[0]
     model = _gpt(torch).to(device)
     idx = torch.randint(0, 256, (4, 32), device=device)
     sync = torch.openreg.synchronize if device == "openreg" else (lambda: None)
@@ -114,26 +120,31 @@ def main() -> None:
         for program in PROGRAMS:
             for device in DEVICES:  # alternating, so a slow phase of the machine hits both
                 with tempfile.TemporaryDirectory(prefix="openreg-compile-bench-") as cache:
-                    env = child_env({"TORCHINDUCTOR_CACHE_DIR": cache})
+                    env = child_env({"TORCHINDUCTOR_CACHE_DIR": cache,
+                                     **(TIMING_ONLY if device == "openreg-timing" else {})})
                     try:
                         samples[program, device].append(
                             run_child(__spec__.name, ["--child", program, device], env)["compile_s"])
                     except ChildFailed as err:
                         errors[program, device] = err.last_error_line()
     rows = []
-    print(f"{'program':<14}{'cpu compile s':>15}{'openreg compile s':>19}{'openreg/cpu':>13}")
+    print(f"{'program':<14}{'cpu compile s':>15}{'openreg compile s':>19}{'openreg/cpu':>13}"
+          f"{'timing-only s':>15}{'timing-only/cpu':>17}")
     for program in PROGRAMS:
-        cpu, openreg = (samples[program, d] for d in DEVICES)
-        if not cpu or not openreg:
-            why = errors.get((program, "openreg")) or errors.get((program, "cpu"))
+        cpu, openreg, timing = (samples[program, d] for d in DEVICES)
+        if not cpu or not openreg or not timing:
+            why = next((errors[program, d] for d in DEVICES if (program, d) in errors), None)
             print(f"{program:<14}  failed: {why}")
             rows.append({"program": program, "error": why})
             continue
         row = {"program": program, "cpu_s": statistics.median(cpu), "openreg_s": statistics.median(openreg),
-               "cpu_samples": cpu, "openreg_samples": openreg}
+               "timing_only_s": statistics.median(timing), "cpu_samples": cpu, "openreg_samples": openreg,
+               "timing_only_samples": timing}
         row["ratio"] = row["openreg_s"] / row["cpu_s"]
+        row["timing_only_ratio"] = row["timing_only_s"] / row["cpu_s"]
         rows.append(row)
-        print(f"{program:<14}{row['cpu_s']:>15.2f}{row['openreg_s']:>19.2f}{row['ratio']:>13.2f}")
+        print(f"{program:<14}{row['cpu_s']:>15.2f}{row['openreg_s']:>19.2f}{row['ratio']:>13.2f}"
+              f"{row['timing_only_s']:>15.2f}{row['timing_only_ratio']:>17.2f}")
     torch = load_openreg()
     from torch._inductor.config import decide_compile_threads
 

@@ -86,6 +86,7 @@ void bind_device(py::module_& m) {
         }));
   m.def("_timing_only", torch::wrap_pybind_function([] { return ore::timing_only_execution(); }));
   m.def("_timing_only_moved_bytes", [] { return ore::timing_only_moved_bytes(); });
+  m.def("_timing_only_run_kernel_bytes", [] { return ore::timing_only_run_kernel_bytes(); });
   // Note [Values in timing-only execution]: what a collective that moved its data (or did not) wrote.
   m.def("_set_holds_values", torch::wrap_pybind_function([](const std::vector<at::Tensor>& tensors, bool holds) {
           for (const at::Tensor& t : tensors) at::openreg::set_holds_values(t, holds);

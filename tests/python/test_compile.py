@@ -322,3 +322,60 @@ _TAG_PROBE = """
 import torch.compiler.config
 print(torch.compiler.config.cache_key_tag)
 """
+
+
+_TIMED_STEP = """
+import json, math, os, warnings, torch
+warnings.simplefilter("ignore")
+
+
+def built():  # openreg's kernel libraries (their source has openreg's entry), not Inductor's ISA probe
+    sources = [os.path.join(d, f) for d, _, files in os.walk(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+               for f in files if f.endswith(".cpp")]
+    return sum(os.path.exists(p[:-4] + ".so") and "openreg_compiled" in open(p).read() for p in sources)
+
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.LayerNorm(256),
+                            torch.nn.Linear(256, 64)).to("openreg")
+step = torch.compile(lambda x: model(x).square().mean())
+x = torch.randn(32, 64, device="openreg")
+step(x).backward()  # compiles the forward and the backward: every fused kernel touches more than 4 KiB
+torch.openreg.synchronize()
+start = torch.openreg.timing.now()
+step(x).backward()
+torch.openreg.synchronize()
+step_ns = round((torch.openreg.timing.now() - start) * 1e9)
+step_built = built()
+small = torch.compile(lambda a: a.sin() + 1)(torch.ones(16, device="openreg"))  # 128 bytes, from values
+stale = torch.full((1,), 5.0, device="openreg")
+del stale  # its block, which held 5.0, is free
+total = torch.compile(lambda a: a.sum() * 2)(torch.zeros(1 << 20, device="openreg"))  # 4 MiB: timed only
+print(json.dumps({"step_ns": step_ns, "step_built": step_built, "built": built(), "small": small[:2].tolist(),
+                  "total": total.item(), "want": math.sin(1) + 1}))
+"""
+
+
+def test_timing_only_execution_builds_only_the_compiled_kernels_it_runs(tmp_path):
+    """Note [Compiled kernels in timing-only execution]: Inductor builds an openreg kernel only when it is
+    about to run (at most 4 KiB, on values the program gave); the step's kernels are timed without being
+    built, its modelled time is the one the built kernels give, to the nanosecond, and what an unbuilt
+    kernel writes reads back as zeros, not as the bytes its reused block held."""
+    import json
+    import os
+
+    def run(mode: str):
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / mode), OPENREG_DEVICE_PROFILE="h100-sxm",
+                   OPENREG_EXECUTE=mode)
+        out = subprocess.run([sys.executable, "-c", _TIMED_STEP], capture_output=True, text=True, env=env,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    timed, computed = run("timing"), run("compute")
+    assert computed["step_built"] > 0 and timed["step_built"] == 0
+    assert timed["step_ns"] == computed["step_ns"] > 0
+    assert timed["built"] == 1  # the small kernel on values, built when it ran
+    for out in (timed, computed):
+        assert out["small"] == pytest.approx([out["want"]] * 2)
+        assert out["total"] == 0.0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import torch
 from torch._inductor.async_compile import AsyncCompile, get_compile_threads
 from torch._inductor.codecache import CppPythonBindingsCodeCache, LambdaFuture
 from torch._inductor.codegen.common import (
@@ -106,16 +107,73 @@ def _kernel_args_struct(argtypes: list[str]) -> str:
 # or a one-core machine) both compile on the calling thread.
 
 
+# Note [Compiled kernels in timing-only execution]
+# Timing-only execution (OPENREG_EXECUTE=timing) times kernels and runs only those that compute from
+# values the program gave (Note [Values in timing-only execution] in sim/src/stream.cpp). Building a
+# compiled kernel is most of what compiling costs (a C++ compile per fused kernel), and in this mode
+# almost none of them runs, so openreg's kernels are built only when one is about to run: its entry is a
+# stand-in that, at each call,
+#  - when the kernel touches at most sim::kTimingOnlyRunKernelBytes (the size a kernel that does not say
+#    what it reads may run at) and everything it reads holds values, builds the kernel (once) and calls
+#    it: it runs, as on a GPU, and what it writes then holds values;
+#  - otherwise enqueues a kernel of the same name that runs nothing, with the cost the wrapper handed
+#    over from its buffers (Note [Compiled kernels in virtual time]): the timeline is the one the built
+#    kernel gives. What it writes (its `T*` arguments, in-place ones included) holds no values and reads
+#    back as zeros, never as the stale bytes of a reused block (a compiled loss read 0.00085).
+# Which buffers it reads and writes comes from the kernel's argument types, as for the race checker.
+# Inductor's own work (tracing, fusion, the wrapper) is unchanged, and the choice is made when a kernel
+# is called, so a cached graph serves both modes.
+class _KernelBuiltOnDemand:
+    """A compiled kernel's entry in timing-only execution (Note [Compiled kernels in timing-only
+    execution])."""
+
+    def __init__(self, name: str, argtypes: list[str], source: str) -> None:
+        from torch_openreg import _C
+
+        self._name, self._argtypes, self._source = name, argtypes, source
+        kinds = [str(t).strip() for t in argtypes]
+        pointers = [i for i, k in enumerate(kinds) if k.endswith("*")]
+        self._reads = [i for i in pointers if kinds[i].startswith("const ")]
+        self._writes = [i for i in pointers if not kinds[i].startswith("const ")]
+        self._run_bytes = _C._timing_only_run_kernel_bytes()
+        self._built: Any = None
+
+    def __call__(self, *args: Any) -> None:
+        from torch_openreg import _C
+
+        def tensors(indices: list[int]) -> list[torch.Tensor]:
+            return [args[i] for i in indices if i < len(args) and isinstance(args[i], torch.Tensor)]
+
+        reads, writes = tensors(self._reads), tensors(self._writes)
+        # The bytes the wrapper gave the launch as the kernel's cost (timing._next_kernel): the sim runs
+        # a kernel that does not say what it reads by them.
+        nbytes = sum(t.numel() * t.element_size() for t in (*reads, *writes))
+        on_device = [t for t in writes if t.device.type == "openreg"]
+        if 0 < nbytes <= self._run_bytes and _C._holds_values([t for t in reads if t.device.type == "openreg"]):
+            if self._built is None:
+                self._built = OpenRegCppBindings.load_pybinding(self._argtypes, self._source)
+            self._built(*args)
+            _C._set_holds_values(on_device, True)  # in issue order, after the kernel that computes them
+            return
+        _C._set_holds_values(on_device, False)
+        _C._launch_unbuilt_compiled_kernel(self._name)
+
+
 def openreg_cpp_pybinding(kernel_name: str, argtypes: list[str], source_code: str) -> Any:
     """What the generated wrapper calls, for openreg kernels, instead of async_compile.cpp_pybinding.
 
     As for CPU kernels, the kernel is compiled in Inductor's compile workers when it has more than one
     (Note [Compiled kernels build in Inductor's workers]): the wrapper module gets a future, which the
-    ``async_compile.wait(globals())`` at its end replaces with the loaded entry.
+    ``async_compile.wait(globals())`` at its end replaces with the loaded entry. In timing-only execution
+    a kernel is built only when it is about to run (Note [Compiled kernels in timing-only execution]).
     """
     if not kernel_name.isidentifier():
         raise ValueError(f"unexpected Inductor kernel name {kernel_name!r}")
+    from torch_openreg import _C
+
     source = f'#define OPENREG_KERNEL_NAME "{kernel_name}"\n{source_code}\n{_kernel_args_struct(argtypes)}'
+    if _C._timing_only():
+        return _KernelBuiltOnDemand(kernel_name, argtypes, source)
     if get_compile_threads() <= 1:
         return OpenRegCppBindings.load_pybinding(argtypes, source)
     return LambdaFuture(OpenRegCppBindings.load_pybinding_async(argtypes, source, submit_fn=AsyncCompile.submit))
