@@ -17,7 +17,7 @@ PIP_PACKAGES := torch==2.13.0 pytest pytest-xdist numpy matplotlib expecttest ru
 
 CMAKE_COMMON := -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 
-.PHONY: deps deps-ecosystem test-ecosystem build test test-cpp test-python test-loaded test-sanitizers wheel-check lint lint-python lint-cpp demo sim-demo bench opinfo-sweep stress stress-loaded clean
+.PHONY: deps deps-ecosystem test-ecosystem build build-package test test-cpp test-python test-loaded test-sanitizers wheel-check lint lint-python lint-cpp demo sim-demo bench opinfo-sweep stress stress-loaded clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -34,16 +34,21 @@ $(BUILD_DIR)/build.ninja: | deps
 	cmake -S . -B $(BUILD_DIR) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 	  -DPython3_EXECUTABLE=$(shell command -v $(PYTHON))
 
-# The Python package is installed editable once per checkout; the compiled modules land in
-# python/torch_openreg/ where the editable install finds them.
-build: deps $(BUILD_DIR)/build.ninja
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+# The Python package alone (what `make demo` runs): the sim, the backend and the bindings, none of the
+# test and benchmark executables. It is installed editable once per checkout; the compiled modules land
+# in python/torch_openreg/ where the editable install finds them.
+build-package: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target openreg_python
 	@here="$(CURDIR)/python/torch_openreg/__init__.py"; \
 	found=$$($(PYTHON) -c "import importlib.util as u; s = u.find_spec('torch_openreg'); print(s.origin if s else '')" 2>/dev/null); \
 	if [ "$$found" != "$$here" ]; then \
 	  echo "build: installing torch_openreg (editable) from $(CURDIR)"; \
 	  $(PYTHON) -m pip install -q --no-build-isolation --no-deps -e . ; \
 	fi
+
+# Everything: the package, the C++ tests, the sim's examples and benchmarks.
+build: build-package
+	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 test: build test-cpp test-python test-sanitizers test-ecosystem
 
@@ -121,7 +126,7 @@ lint-cpp: deps $(BUILD_DIR)/build.ninja
 # benchmark and device timelines (bench/demos/demo.py), DDP over two processes beside one process
 # (bench/demos/demo_ddp.py), then what one FSDP2 step of a 1.4 B GPT would take on 8 modelled H100s
 # (bench/demos/demo_sizing.py: 8 ranks in timing-only execution).
-demo: build
+demo: build-package
 	$(PYTHON) -m bench.demos.demo
 	$(PYTHON) -m bench.demos.demo_ddp
 	$(PYTHON) -m bench.demos.demo_sizing
