@@ -34,7 +34,7 @@ from openreg_titan import log_lines, sizing_args  # noqa: E402  (tests/ecosystem
 from torchtitan_assets import build as build_assets  # noqa: E402
 
 STEPS = 10
-STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)")
+STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)\s+grad_norm:\s*([0-9.]+)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -60,13 +60,17 @@ def _train(run_torchrun, assets: Path, out: Path, nproc: int, env=None, steps: i
     )
 
 
-def _losses(output: str) -> dict[int, float]:
-    losses: dict[int, float] = {}
-    for line in ANSI.sub("", output).splitlines():
-        m = STEP_LINE.search(line)
+def _losses_and_norms(output: str) -> dict[int, tuple[float, float]]:
+    """(loss, gradient norm) per step; every rank logs the same (averaged) values, the first is kept."""
+    rows: dict[int, tuple[float, float]] = {}
+    for m in map(STEP_LINE.search, ANSI.sub("", output).splitlines()):
         if m:
-            losses.setdefault(int(m.group(1)), float(m.group(2)))  # both ranks log the same (averaged) loss
-    return losses
+            rows.setdefault(int(m.group(1)), (float(m.group(2)), float(m.group(3))))
+    return rows
+
+
+def _losses(output: str) -> dict[int, float]:
+    return {step: loss for step, (loss, _) in _losses_and_norms(output).items()}
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
@@ -89,28 +93,18 @@ def test_a_checkpoint_saved_under_fsdp_resumes_to_the_losses_of_an_unbroken_run(
     optimizer, with the data loader's place and the step) saved on openreg after step 2 and loaded by a
     second run, which trains on from step 3 to the losses and gradient norms of a run never stopped, to
     the last printed digit: every state it depends on came back."""
-    unbroken = _losses_and_norms(_train(run_torchrun, assets, tmp_path / "unbroken", nproc=2, steps=4))
+    first = _train(run_torchrun, assets, tmp_path / "unbroken", nproc=2, steps=4)
+    unbroken = _losses_and_norms(first.stdout + first.stderr)
     save = ("--checkpoint.enable", "--checkpoint.interval", 2, "--checkpoint.no-last-save-model-only")
     _train(run_torchrun, assets, tmp_path / "resumed", nproc=2, steps=2, checkpoint=save)
     assert (tmp_path / "resumed" / "checkpoint" / "step-2").is_dir()
     done = _train(run_torchrun, assets, tmp_path / "resumed", nproc=2, steps=4, checkpoint=save)
     output = ANSI.sub("", done.stdout + done.stderr)
     assert "Loading the checkpoint from" in output, output[-4000:]
-    resumed = _losses_and_norms(done)
+    resumed = _losses_and_norms(output)
     assert sorted(resumed) == [3, 4], resumed  # it went on from the saved step, not from the start
     assert sorted(unbroken) == [1, 2, 3, 4] and unbroken[4] != unbroken[3]
     assert resumed == {step: unbroken[step] for step in (3, 4)}, (resumed, unbroken)
-
-
-NORM_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)\s+grad_norm:\s*([0-9.]+)")
-
-
-def _losses_and_norms(done) -> dict[int, tuple[float, float]]:
-    rows: dict[int, tuple[float, float]] = {}
-    for m in map(NORM_LINE.search, ANSI.sub("", done.stdout + done.stderr).splitlines()):
-        if m:
-            rows.setdefault(int(m.group(1)), (float(m.group(2)), float(m.group(3))))
-    return rows
 
 
 TPS_LINE = re.compile(r"step:\s*(\d+)\s.*tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)\s+mfu:\s*([0-9.]+)%")
@@ -153,6 +147,13 @@ SIZING_ENV = {"OPENREG_DEVICE_PROFILE": "h100-sxm-500w", "OPENREG_PERF_COUNTER":
               "PYTHONPATH": str(Path(__file__).parent), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
 
+def _stand_in(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """torchtitan's command line ``args`` as one symmetric stand-in for 8 ranks, in the sizing environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", "8", *args], capture_output=True,
+        text=True, timeout=400, env={**os.environ, **SIZING_ENV, "HF_HOME": str(tmp_path / "hf"), **env})
+
+
 def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_torchrun, assets, tmp_path):
     """torchtitan's Llama 3 8B as its H100 report ran it (FSDP over 8 ranks, local batch 2, sequence 8192,
     selective activation checkpointing, bf16 with fp32 reductions), sized in timing-only execution on the
@@ -164,9 +165,7 @@ def test_timing_only_llama3_8b_on_8_ranks_prints_the_modelled_h100s_figures(run_
     The same job with one process standing for its 8 ranks (python -m torch_openreg.symmetric) prints
     the same lines."""
     args = sizing_args(assets, tmp_path, "llama3_8b_varlen", 2, "--training.local-batch-size", 2)
-    symmetric = subprocess.run(
-        [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", "8", *args],
-        capture_output=True, text=True, timeout=400, env={**os.environ, **SIZING_ENV, "HF_HOME": str(tmp_path / "hf")})
+    symmetric = _stand_in(args, tmp_path)
     assert symmetric.returncode == 0, symmetric.stderr[-4000:]
     done = run_torchrun(*args, nproc=8, timeout=400, env={**SIZING_ENV, "OPENREG_EXECUTE": "timing",
                                                           "OPENREG_DEVICE_COUNT": "8", "HF_HOME": str(tmp_path / "hf")})
@@ -196,10 +195,7 @@ def test_timing_only_compiled_llama3_8b_builds_no_kernel_it_does_not_run(assets,
     Each compiled kernel is still timed from its buffers."""
     args = sizing_args(assets, tmp_path, "llama3_8b_varlen", 2, "--training.local-batch-size", 2, "--compile.enable")
     cache = tmp_path / "inductor"
-    done = subprocess.run(
-        [sys.executable, "-m", "torch_openreg.symmetric", "--world-size", "8", *args],
-        capture_output=True, text=True, timeout=400,
-        env={**os.environ, **SIZING_ENV, "HF_HOME": str(tmp_path / "hf"), "TORCHINDUCTOR_CACHE_DIR": str(cache)})
+    done = _stand_in(args, tmp_path, TORCHINDUCTOR_CACHE_DIR=str(cache))
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert "Compiling each TransformerBlock with torch.compile" in output
